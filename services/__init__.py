@@ -1,0 +1,1 @@
+"""IntraSkill services. Each talks to the others over HTTP only; none imports another."""
