@@ -19,8 +19,12 @@ MAX_TITLE_CHARS = 200
 MAX_FIELD_CHARS = 2000
 MAX_STEPS = 20
 
-Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)]
-FieldText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FIELD_CHARS)]
+Title = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)
+]
+FieldText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FIELD_CHARS)
+]
 
 # The reference's renderer `plain-skill-context-v1`: a header, a caveat line, then one tagged
 # element per injected chunk in bank order.
@@ -88,7 +92,9 @@ def render_skill_block(
     return "\n".join([header, caveat, *elements])
 
 
-def select_injected(chunks: Sequence[InjectedChunk], inclusion: Sequence[int | bool]) -> list[InjectedChunk]:
+def select_injected(
+    chunks: Sequence[InjectedChunk], inclusion: Sequence[int | bool]
+) -> list[InjectedChunk]:
     """The chunks an inclusion vector switches on, in bank order."""
     if len(inclusion) != len(chunks):
         raise ValueError(f"inclusion vector has {len(inclusion)} entries for {len(chunks)} chunks")
