@@ -1,0 +1,64 @@
+"""From a gate's observations to its decision: fit, select, next curriculum (one pure path).
+
+`intraskill gate refit`, the gate service and the conformance test all go through `decide`, so
+a stored decision can always be recomputed from its raw observations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.evaluator.curriculum import next_rho
+from services.evaluator.design import GateDesign, check_mask
+from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
+from services.evaluator.selection import Selection, select
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    design: GateDesign
+    fit: GateFit
+    selection: Selection
+    next_rho: dict[str, float]  # keyed by the winning intervention id, bank order
+
+    def as_json(self, *, intervals: bool = False) -> dict[str, object]:
+        """The refit JSON: coefficients, aux_coefficients, selected, rank, status, next_rho."""
+        payload: dict[str, object] = {
+            "coefficients": self.fit.primary.coefficient_map(),
+            "aux_coefficients": {
+                name: fit.coefficient_map() for name, fit in self.fit.auxiliary().items()
+            },
+            "selected": list(self.selection.selected),
+            "rank": self.selection.rank,
+            "status": self.selection.status,
+            "next_rho": self.next_rho,
+        }
+        if intervals:
+            payload["intervals"] = {
+                name: {
+                    key: value
+                    for key, value in fit.as_dict().items()
+                    if key not in ("component", "coefficients")
+                }
+                for name, fit in self.fit.components.items()
+            }
+        return payload
+
+
+def decide(
+    design: GateDesign,
+    observations: Sequence[PairedObservation],
+    *,
+    budget: int | None = None,
+    level: float = 0.95,
+    solver: Solver = "statsmodels",
+) -> GateDecision:
+    """Fit every component, select on the strict reward, map kept coefficients to rho."""
+    for observation in observations:
+        check_mask(design, observation.mask)
+    fit = fit_gate(design.column_ids, observations, level=level, solver=solver)
+    coefficients = fit.components[PRIMARY].coefficient_map()
+    selection = select(design, coefficients, budget=budget)
+    rho = next_rho({entry.intervention_id: entry.coefficient for entry in selection.bank})
+    return GateDecision(design, fit, selection, rho)
