@@ -1,0 +1,391 @@
+"""In-process transformers backend: live episodes generate together; KV caches persist across turns.
+
+Each turn has two phases:
+
+1. **Prefill, one episode at a time.** The episode's stored KV cache (from its previous turn) is
+   reused for the longest common token prefix with the new prompt, and only the remainder is run
+   through the model. Prefill is compute-bound, so batching it would only add padding.
+2. **Decode, all episodes together.** The prefilled caches are copied right-aligned into one
+   preallocated slab (left padding masked out), and each step feeds every unfinished episode's last
+   token with its own position id. Decode is bound by reading the weights, so a batch of 16 costs
+   little more than one row. Finished rows leave the batch at once and their cache is kept for
+   the episode's next turn.
+
+Sampling is per row with its own seeded generator, so an episode's tokens do not depend on which
+other episodes share its batch (up to floating-point differences of batched matmuls).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest, token_level_output
+from shared.agent.chat import ChatRenderer
+from shared.agent.decoding import DecodingConfig
+
+PREFILL_CHUNK = 2048  # bounds attention memory of a long prompt on CPU
+
+
+class _SlabLayer(CacheLayerMixin):
+    """A KV layer over a preallocated [batch, heads, capacity, dim] buffer, written in place.
+
+    transformers' DynamicLayer concatenates on every step, copying the whole cache each token; a
+    slab writes only the new positions.
+    """
+
+    is_croppable = False
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, used: int) -> None:
+        super().__init__()
+        self.keys, self.values, self.used = keys, values, used
+        self.is_initialized = True
+        self.device = keys.device
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        raise RuntimeError("slab layers are allocated up front")
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ):
+        end = self.used + key_states.shape[-2]
+        if end > self.keys.shape[-2]:
+            raise RuntimeError("KV slab overflow")
+        self.keys[..., self.used : end, :] = key_states
+        self.values[..., self.used : end, :] = value_states
+        self.used = end
+        return self.keys[..., :end, :], self.values[..., :end, :]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.used + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.used
+
+    def get_max_length(self) -> int:
+        return self.keys.shape[-2]
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.keys = self.keys[indices]
+        self.values = self.values[indices]
+
+
+@dataclass
+class _StoredContext:
+    """An episode's KV state: per layer (keys, values) of shape [1, heads, len(ids), dim]."""
+
+    ids: tuple[int, ...]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class _Row:
+    index: int
+    request: TurnRequest
+    generator: torch.Generator
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # prefilled cache, [1, h, prompt_len, d]
+    prompt_len: int
+    cached: int
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+
+def sample_token(
+    logits: torch.Tensor, decoding: DecodingConfig, generator: torch.Generator
+) -> tuple[int, float]:
+    """Sample one token from a row of logits; returns (token, log-prob).
+
+    The log-prob is taken under the temperature-scaled full distribution, the one a trainer
+    recomputes as log_softmax(logits / T); top-k / top-p only restrict where the sample may fall
+    (the method trains with top_p=1, top_k=-1, where the two coincide).
+    """
+    logits = logits.float()
+    if decoding.temperature == 0:
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token = int(torch.argmax(logits))
+        return token, float(logprobs[token])
+    logprobs = torch.log_softmax(logits / decoding.temperature, dim=-1)
+    candidates = logprobs
+    if decoding.top_k > 0 and decoding.top_k < candidates.shape[-1]:
+        threshold = torch.topk(candidates, decoding.top_k).values[-1]
+        candidates = candidates.masked_fill(candidates < threshold, float("-inf"))
+    if decoding.top_p < 1.0:
+        sorted_values, order = torch.sort(candidates, descending=True)
+        cumulative = torch.cumsum(torch.softmax(sorted_values, dim=-1), dim=-1)
+        drop = (
+            cumulative - torch.softmax(sorted_values, dim=-1) >= decoding.top_p
+        )  # keep the first past p
+        candidates = candidates.scatter(0, order[drop], float("-inf"))
+    probs = torch.softmax(candidates, dim=-1)
+    token = int(torch.multinomial(probs, 1, generator=generator))
+    return token, float(logprobs[token])
+
+
+class TransformersBackend:
+    """A causal LM held in this process; see the module docstring for the batching scheme."""
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str,
+        checkpoint_id: str,
+        max_batch_size: int = 32,
+        kv_reuse: bool = True,
+        template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.renderer = ChatRenderer(tokenizer, template_kwargs=template_kwargs)
+        self.model_id, self.checkpoint_id = model_id, checkpoint_id
+        self.max_batch_size = max_batch_size
+        self.device = next(model.parameters()).device
+        config = model.config.get_text_config(decoder=True)
+        layer_types = set(getattr(config, "layer_types", None) or ["full_attention"])
+        # Slab caches assume plain full attention in every layer (Llama, Qwen3, SmolLM2, ...).
+        if layer_types != {"full_attention"}:
+            raise ValueError(f"unsupported attention layer types {sorted(layer_types)}; use vllm")
+        self.kv_reuse = kv_reuse
+        self._contexts: dict[str, _StoredContext] = {}
+        self.stats = {
+            "prefill_s": 0.0,
+            "decode_s": 0.0,
+            "prefill_tokens": 0,
+            "cached_tokens": 0,
+            "decode_steps": 0,
+            "generated_tokens": 0,
+        }
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        model_id: str | None = None,
+        checkpoint_id: str | None = None,
+        **kwargs: Any,
+    ) -> TransformersBackend:
+        """Load a local model directory (never a hub download)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=getattr(torch, dtype), local_files_only=True
+        ).to(device)
+        from shared.agent.models import model_identity
+
+        identity = model_identity(path)
+        return cls(
+            model,
+            tokenizer,
+            model_id=model_id or identity["model_id"],
+            checkpoint_id=checkpoint_id or identity["checkpoint_id"],
+            **kwargs,
+        )
+
+    def release(self, key: str) -> None:
+        self._contexts.pop(key, None)
+
+    def close(self) -> None:
+        self._contexts.clear()
+
+    @torch.inference_mode()
+    def generate(
+        self, requests: Sequence[TurnRequest], decoding: DecodingConfig
+    ) -> list[TurnOutput | TurnFailure]:
+        results: list[TurnOutput | TurnFailure | None] = [None] * len(requests)
+        rows: list[_Row] = []
+        for index, request in enumerate(requests):
+            try:
+                if request.prompt_ids is None:
+                    raise ValueError("the transformers backend needs prompt_ids")
+                rows.append(self._prefill(index, request, decoding))
+            except Exception as error:  # one episode's failure must not end the batch
+                self.release(request.key)
+                results[index] = TurnFailure(f"prefill failed: {type(error).__name__}: {error}")
+        for start in range(0, len(rows), self.max_batch_size):
+            batch = rows[start : start + self.max_batch_size]
+            try:
+                self._decode(batch, decoding)
+            except Exception as error:
+                for row in batch:
+                    self.release(row.request.key)
+                    results[row.index] = TurnFailure(
+                        f"decode failed: {type(error).__name__}: {error}"
+                    )
+                continue
+            for row in batch:
+                results[row.index] = token_level_output(
+                    self.renderer,
+                    row.request.prompt_ids or (),
+                    row.tokens,
+                    row.logprobs,
+                    row.request.max_new_tokens,
+                    cached_tokens=row.cached,
+                    timings={"prefill_s": row.prefill_s, "decode_s": row.decode_s},
+                )
+        return [result if result is not None else TurnFailure("no output") for result in results]
+
+    # -- prefill ---------------------------------------------------------------------------
+
+    def _prefill(self, index: int, request: TurnRequest, decoding: DecodingConfig) -> _Row:
+        started = time.perf_counter()
+        ids = request.prompt_ids or ()
+        if not ids:
+            raise ValueError("empty prompt")
+        stored = self._contexts.pop(request.key, None) if self.kv_reuse else None
+        reuse = 0
+        if stored is not None:
+            reuse = _common_prefix(stored.ids, ids)
+            reuse = min(reuse, len(ids) - 1)  # at least one token must run to give the next logits
+        slab = self._allocate(1, len(ids))
+        for (keys, values), (old_keys, old_values) in zip(
+            slab, stored.layers if reuse else [], strict=False
+        ):
+            keys[..., :reuse, :] = old_keys[..., :reuse, :]
+            values[..., :reuse, :] = old_values[..., :reuse, :]
+        cache = Cache(layers=[_SlabLayer(keys, values, reuse) for keys, values in slab])
+        logits = None
+        for chunk_start in range(reuse, len(ids), PREFILL_CHUNK):
+            chunk = torch.tensor(
+                [ids[chunk_start : chunk_start + PREFILL_CHUNK]], device=self.device
+            )
+            output = self.model(
+                input_ids=chunk, past_key_values=cache, use_cache=True, logits_to_keep=1
+            )
+            logits = output.logits[0, -1]
+        generator = torch.Generator(device=self.device).manual_seed(request.seed)
+        row = _Row(index, request, generator, slab, len(ids), reuse)
+        assert logits is not None
+        token, logprob = sample_token(logits, decoding, generator)
+        row.tokens.append(token)
+        row.logprobs.append(logprob)
+        row.prefill_s = time.perf_counter() - started
+        self.stats["prefill_s"] += row.prefill_s
+        self.stats["prefill_tokens"] += len(ids) - reuse
+        self.stats["cached_tokens"] += reuse
+        return row
+
+    def _allocate(self, batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        config = self.model.config.get_text_config(decoder=True)
+        heads = config.num_key_value_heads
+        head_dim = (
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        dtype = self.model.dtype
+        shape = (batch, heads, capacity, head_dim)
+        return [
+            (
+                torch.zeros(shape, dtype=dtype, device=self.device),
+                torch.zeros(shape, dtype=dtype, device=self.device),
+            )
+            for _ in range(config.num_hidden_layers)
+        ]
+
+    # -- decode ----------------------------------------------------------------------------
+
+    def _finished(self, row: _Row) -> bool:
+        return (
+            row.tokens[-1] in self.renderer.stop_token_ids
+            or len(row.tokens) >= row.request.max_new_tokens
+        )
+
+    def _keep(self, row: _Row, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Keep the row's cache: prompt + generated tokens but the last (which was never fed)."""
+        if self.kv_reuse:
+            ids = tuple(row.request.prompt_ids or ()) + tuple(row.tokens[:-1])
+            self._contexts[row.request.key] = _StoredContext(ids, layers)
+
+    def _decode(self, rows: list[_Row], decoding: DecodingConfig) -> None:
+        started = time.perf_counter()
+        live = []
+        for row in rows:
+            if self._finished(row):
+                self._keep(row, row.layers)
+            else:
+                live.append(row)
+        if not live:
+            return
+        longest = max(row.prompt_len for row in live)
+        steps = max(row.request.max_new_tokens - len(row.tokens) for row in live)
+        slab = self._allocate(len(live), longest + steps)
+        for position, row in enumerate(live):
+            offset = longest - row.prompt_len  # right-align: left padding is masked out
+            for (keys, values), (row_keys, row_values) in zip(slab, row.layers, strict=True):
+                keys[position, :, offset:longest, :] = row_keys[0, :, : row.prompt_len, :]
+                values[position, :, offset:longest, :] = row_values[0, :, : row.prompt_len, :]
+            row.layers = []  # the slab holds it now
+        layers = [_SlabLayer(keys, values, longest) for keys, values in slab]
+        cache = Cache(layers=layers)
+        mask = torch.zeros((len(live), longest + steps), dtype=torch.long, device=self.device)
+        for position, row in enumerate(live):
+            mask[position, longest - row.prompt_len : longest] = 1
+        while live:
+            used = layers[0].used
+            mask[:, used] = 1
+            input_ids = torch.tensor([[row.tokens[-1]] for row in live], device=self.device)
+            positions = torch.tensor(
+                [[row.prompt_len + len(row.tokens) - 1] for row in live], device=self.device
+            )
+            output = self.model(
+                input_ids=input_ids,
+                attention_mask=mask[:, : used + 1],
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            self.stats["decode_steps"] += 1
+            logits = output.logits[:, -1, :]
+            keep = []
+            for position, row in enumerate(live):
+                token, logprob = sample_token(logits[position], decoding, row.generator)
+                row.tokens.append(token)
+                row.logprobs.append(logprob)
+                if self._finished(row):
+                    start = longest - row.prompt_len
+                    end = layers[0].used
+                    self._keep(
+                        row,
+                        [
+                            (
+                                layer.keys[position : position + 1, :, start:end, :].clone(),
+                                layer.values[position : position + 1, :, start:end, :].clone(),
+                            )
+                            for layer in layers
+                        ],
+                    )
+                else:
+                    keep.append(position)
+            if len(keep) < len(live):
+                if keep:
+                    index = torch.tensor(keep, device=self.device)
+                    for layer in layers:
+                        layer.batch_select_indices(index)
+                    mask = mask[index]
+                live = [live[position] for position in keep]
+        elapsed = time.perf_counter() - started
+        self.stats["decode_s"] += elapsed
+        for row in rows:
+            row.decode_s = elapsed
+        self.stats["generated_tokens"] += sum(len(row.tokens) for row in rows)
+
+
+def _common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
+    limit = min(len(first), len(second))
+    for position in range(limit):
+        if first[position] != second[position]:
+            return position
+    return limit
