@@ -1,0 +1,95 @@
+"""The registry's FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
+
+from services.registry.aliases.routes import router as aliases_router
+from services.registry.audit.routes import router as audit_router
+from services.registry.auth import TokenTable
+from services.registry.banks.cache import FrozenBankCache
+from services.registry.banks.routes import router as banks_router
+from services.registry.cards.routes import router as cards_router
+from services.registry.chunks.routes import router as chunks_router
+from services.registry.concurrency import IdempotentReplay, replay_response
+from services.registry.db import make_engine, make_session_factory
+from services.registry.errors import install_error_handlers
+from services.registry.evidence.routes import router as evidence_router
+from services.registry.gates.routes import router as gates_router
+from services.registry.settings import RegistrySettings, get_settings
+
+API_PREFIX = "/v1"
+
+
+def _roles_of(dependant: Dependant) -> list[str] | None:
+    for dependency in dependant.dependencies:
+        roles = getattr(dependency.call, "roles", None)
+        if roles is not None:
+            return roles
+        nested = _roles_of(dependency)
+        if nested is not None:
+            return nested
+    return None
+
+
+def _publish_roles(router: APIRouter) -> None:
+    """Put each role-gated operation's allowed roles in its OpenAPI entry as `x-roles`."""
+    for route in router.routes:
+        if isinstance(route, APIRoute):
+            roles = _roles_of(route.dependant)
+            if roles is not None:
+                route.openapi_extra = {**(route.openapi_extra or {}), "x-roles": roles}
+
+
+def create_app(settings: RegistrySettings | None = None) -> FastAPI:
+    """A registry app bound to `settings` (default: read from the environment)."""
+    settings = settings or get_settings()
+    engine = make_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="IntraSkill SkillBank registry",
+        version="1.0.0",
+        description=(
+            "Chunks, banks, aliases, gate runs, failure cards, candidates, trainer evidence and "
+            "the audit log. Bearer-token auth; see docs/registry.md."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.state.tokens = TokenTable(settings.tokens)
+    app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
+    install_error_handlers(app)
+    app.add_exception_handler(IdempotentReplay, replay_response)
+
+    api = APIRouter(prefix=API_PREFIX)
+    for router in (
+        chunks_router,
+        banks_router,
+        aliases_router,
+        gates_router,
+        cards_router,
+        evidence_router,
+        audit_router,
+    ):
+        _publish_roles(router)
+        api.include_router(router)
+    app.include_router(api)
+
+    @app.get("/healthz", tags=["meta"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (no database round trip)."""
+        return {"status": "ok"}
+
+    return app

@@ -1,0 +1,47 @@
+"""SQL for the audit log: insert and filtered listing, nothing else (it is append-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from services.registry.audit.models import AuditEntry
+
+
+def add(session: Session, entry: AuditEntry) -> None:
+    session.add(entry)
+    session.flush()
+
+
+def list_entries(
+    session: Session,
+    *,
+    object_type: str | None,
+    object_id: str | None,
+    actor: str | None,
+    action: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[Sequence[AuditEntry], int]:
+    filters = []
+    if object_type is not None:
+        filters.append(AuditEntry.object_type == object_type)
+    if object_id is not None:
+        filters.append(AuditEntry.object_id == object_id)
+    if actor is not None:
+        filters.append(AuditEntry.actor == actor)
+    if action is not None:
+        filters.append(AuditEntry.action == action)
+    total = session.execute(
+        select(func.count()).select_from(AuditEntry).where(*filters)
+    ).scalar_one()
+    rows = (
+        session.execute(
+            select(AuditEntry).where(*filters).order_by(AuditEntry.id).limit(limit).offset(offset)
+        )
+        .scalars()
+        .all()
+    )
+    return rows, total

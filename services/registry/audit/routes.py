@@ -1,0 +1,36 @@
+"""HTTP route for reading the audit log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from services.registry.audit import service
+from services.registry.concurrency import IdempotentRoute
+from services.registry.deps import Pagination, Reader, SessionDep
+from shared.registry_api.schemas import AuditEntryPublic, Page
+
+router = APIRouter(tags=["audit"], route_class=IdempotentRoute)
+
+
+@router.get("/audit")
+def list_audit(
+    session: SessionDep,
+    _: Reader,
+    paging: Pagination,
+    object_type: Annotated[str | None, Query(max_length=32)] = None,
+    object_id: Annotated[str | None, Query(max_length=64)] = None,
+    actor: Annotated[str | None, Query(max_length=64)] = None,
+    action: Annotated[str | None, Query(max_length=64)] = None,
+) -> Page[AuditEntryPublic]:
+    """Every write, oldest first: actor, role, action, object, before/after, time."""
+    return service.list_entries(
+        session=session,
+        object_type=object_type,
+        object_id=object_id,
+        actor=actor,
+        action=action,
+        limit=paging.limit,
+        offset=paging.offset,
+    )

@@ -1,0 +1,68 @@
+"""Recording writes: every service function that changes state calls `record` once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from sqlmodel import Session
+
+from services.registry.audit import repository
+from services.registry.audit.models import AuditEntry
+from services.registry.auth import Principal
+from services.registry.pagination import page
+from shared.registry_api.schemas import AuditEntryPublic, Page
+
+
+def _document(value: BaseModel | dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None or isinstance(value, dict):
+        return value
+    return value.model_dump(mode="json")
+
+
+def record(
+    *,
+    session: Session,
+    principal: Principal,
+    action: str,
+    object_type: str,
+    object_id: object,
+    before: BaseModel | dict[str, Any] | None = None,
+    after: BaseModel | dict[str, Any] | None = None,
+) -> None:
+    """Append one audit entry (same transaction as the write it describes)."""
+    repository.add(
+        session,
+        AuditEntry(
+            actor=principal.name,
+            role=principal.role.value,
+            action=action,
+            object_type=object_type,
+            object_id=str(object_id),
+            before=_document(before),
+            after=_document(after),
+        ),
+    )
+
+
+def list_entries(
+    *,
+    session: Session,
+    object_type: str | None,
+    object_id: str | None,
+    actor: str | None,
+    action: str | None,
+    limit: int,
+    offset: int,
+) -> Page[AuditEntryPublic]:
+    """Audit entries, oldest first, filtered."""
+    rows, total = repository.list_entries(
+        session,
+        object_type=object_type,
+        object_id=object_id,
+        actor=actor,
+        action=action,
+        limit=limit,
+        offset=offset,
+    )
+    return page([AuditEntryPublic.model_validate(row) for row in rows], total, limit, offset)

@@ -1,0 +1,181 @@
+"""HTTP routes for banks: drafts, freeze, retire, documents (ETag), diff, render, operator edits."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from starlette.concurrency import run_in_threadpool
+
+from services.registry.banks import service
+from services.registry.banks.cache import CachedBank
+from services.registry.concurrency import IdempotentRoute, etag_matches
+from services.registry.deps import BankCacheDep, Evaluator, Operator, Pagination, Reader, SessionDep
+from services.registry.paths import IdPath
+from shared.registry_api.schemas import (
+    MAX_ID,
+    BankCreate,
+    BankDiff,
+    BankPublic,
+    BankStatus,
+    BankSummary,
+    BankUpdate,
+    ChunkRestore,
+    ChunkRetire,
+    Page,
+    RenderedBank,
+)
+
+router = APIRouter(tags=["banks"], route_class=IdempotentRoute)
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+DOCUMENT_RESPONSES: dict[int | str, dict] = {
+    304: {"description": "If-None-Match matched the frozen bank's ETag"},
+}
+
+
+def document_response(
+    request: Request, cached: CachedBank, immutable: bool, *, cache_control: str | None = None
+) -> Response:
+    """200 with the bank bytes, or 304 when If-None-Match names its strong ETag."""
+    if not immutable:
+        return Response(
+            cached.body, media_type="application/json", headers={"Cache-Control": "no-store"}
+        )
+    headers = {"ETag": cached.etag, "Cache-Control": cache_control or IMMUTABLE}
+    if etag_matches(request.headers.get("if-none-match"), cached.etag):
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers=headers)
+    return Response(cached.body, media_type="application/json", headers=headers)
+
+
+async def load_document(
+    request: Request, cache: BankCacheDep, bank_id: int
+) -> tuple[CachedBank, bool]:
+    """A frozen bank from the cache, or from the database (cached when frozen)."""
+    cached = cache.get(bank_id)
+    if cached is not None:
+        return cached, True
+    loaded, immutable = await run_in_threadpool(
+        service.load_document_outside_request,
+        session_factory=request.app.state.session_factory,
+        bank_id=bank_id,
+    )
+    if immutable:
+        cache.put(bank_id, loaded)
+    return loaded, immutable
+
+
+def _created(response: Response, bank_id: int) -> None:
+    response.headers["Location"] = f"/v1/banks/{bank_id}"
+
+
+@router.post("/banks", status_code=status.HTTP_201_CREATED)
+def create_bank(
+    data: BankCreate, session: SessionDep, principal: Evaluator, response: Response
+) -> BankPublic:
+    """Create a draft bank (explicit entries, or a copy of `from_bank_id`)."""
+    bank = service.create_bank(session=session, principal=principal, data=data)
+    _created(response, bank.id)
+    return bank
+
+
+@router.get("/banks")
+def list_banks(
+    session: SessionDep,
+    _: Reader,
+    paging: Pagination,
+    status: BankStatus | None = None,
+    round: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    parent_bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+) -> Page[BankSummary]:
+    """List bank summaries (status, hash, size), filtered."""
+    return service.list_banks(
+        session=session,
+        status=status,
+        round=round,
+        parent_bank_id=parent_bank_id,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@router.get("/banks/{bank_id}", response_model=BankPublic, responses=DOCUMENT_RESPONSES)
+async def get_bank(bank_id: IdPath, request: Request, _: Reader, cache: BankCacheDep) -> Response:
+    """The bank document; frozen banks carry a strong ETag and immutable caching."""
+    cached, immutable = await load_document(request, cache, bank_id)
+    return document_response(request, cached, immutable)
+
+
+@router.patch("/banks/{bank_id}")
+def update_bank(
+    bank_id: IdPath, data: BankUpdate, session: SessionDep, principal: Evaluator
+) -> BankPublic:
+    """Change a draft's q / round / parent / decision / note (409 once frozen)."""
+    return service.update_bank(session=session, principal=principal, bank_id=bank_id, data=data)
+
+
+@router.get("/banks/{bank_id}/summary")
+def get_summary(bank_id: IdPath, session: SessionDep, _: Reader) -> BankSummary:
+    """The bank's lifecycle status and size."""
+    return service.get_summary(session=session, bank_id=bank_id)
+
+
+@router.post("/banks/{bank_id}/freeze")
+def freeze_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+    """Draft -> frozen (content-hashed, immutable from now on)."""
+    return service.freeze_bank(session=session, principal=principal, bank_id=bank_id)
+
+
+@router.post("/banks/{bank_id}/retire")
+def retire_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+    """Frozen -> retired (409 while an alias points at it)."""
+    return service.retire_bank(session=session, principal=principal, bank_id=bank_id)
+
+
+@router.get("/banks/{bank_id}/diff")
+def diff_banks(
+    bank_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    against: Annotated[int, Query(ge=1, le=MAX_ID, description="the older bank")],
+) -> BankDiff:
+    """Added / retired / rewritten chunks and rho changes from `against` to this bank."""
+    return service.diff(session=session, bank_id=bank_id, against=against)
+
+
+@router.get("/banks/{bank_id}/render")
+def render_bank(
+    bank_id: IdPath,
+    session: SessionDep,
+    _: Reader,
+    inclusion: Annotated[
+        str | None,
+        Query(max_length=400, description="comma-separated 0/1 per entry; omitted = all"),
+    ] = None,
+) -> RenderedBank:
+    """The exact skill block a prompt contains for this inclusion vector."""
+    return service.render(session=session, bank_id=bank_id, inclusion=inclusion)
+
+
+@router.post("/banks/{bank_id}/retire-chunk", status_code=status.HTTP_201_CREATED)
+def retire_chunk(
+    bank_id: IdPath, data: ChunkRetire, session: SessionDep, principal: Operator, response: Response
+) -> BankPublic:
+    """Operator: a new draft (child of this bank) without the chunk."""
+    bank = service.retire_chunk(session=session, principal=principal, bank_id=bank_id, data=data)
+    _created(response, bank.id)
+    return bank
+
+
+@router.post("/banks/{bank_id}/restore-chunk", status_code=status.HTTP_201_CREATED)
+def restore_chunk(
+    bank_id: IdPath,
+    data: ChunkRestore,
+    session: SessionDep,
+    principal: Operator,
+    response: Response,
+) -> BankPublic:
+    """Operator: a new draft (child of this bank) with the chunk restored."""
+    bank = service.restore_chunk(session=session, principal=principal, bank_id=bank_id, data=data)
+    _created(response, bank.id)
+    return bank

@@ -1,0 +1,123 @@
+"""SQL for failure cards, their privileged audits, and candidates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import func, select, update
+from sqlmodel import Session
+
+from services.registry.cards.models import Candidate, CardAudit, FailureCard
+
+
+def get_card(session: Session, card_id: int) -> FailureCard | None:
+    return session.get(FailureCard, card_id)
+
+
+def get_card_audit(session: Session, card_id: int) -> CardAudit | None:
+    return session.get(CardAudit, card_id)
+
+
+def cards_by_id(session: Session, card_ids: Iterable[int]) -> dict[int, FailureCard]:
+    ids = sorted(set(card_ids))
+    if not ids:
+        return {}
+    rows = session.execute(select(FailureCard).where(FailureCard.id.in_(ids))).scalars()
+    return {row.id: row for row in rows}
+
+
+def existing_card_ids(session: Session, card_ids: Iterable[int]) -> set[int]:
+    return set(cards_by_id(session, card_ids))
+
+
+def get_candidate(session: Session, candidate_id: int) -> Candidate | None:
+    return session.get(Candidate, candidate_id)
+
+
+def candidate_by_signature(session: Session, signature: str) -> Candidate | None:
+    return session.execute(
+        select(Candidate).where(Candidate.signature == signature)
+    ).scalar_one_or_none()
+
+
+def add(session: Session, row: FailureCard | CardAudit | Candidate) -> None:
+    session.add(row)
+    session.flush()
+
+
+def list_cards(
+    session: Session,
+    *,
+    round: int | None,
+    outcome: str | None,
+    eligible: bool | None,
+    task_id: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[Sequence[FailureCard], int]:
+    filters = []
+    if round is not None:
+        filters.append(FailureCard.round == round)
+    if outcome is not None:
+        filters.append(FailureCard.outcome == outcome)
+    if eligible is not None:
+        filters.append(FailureCard.eligible == eligible)
+    if task_id is not None:
+        filters.append(FailureCard.task_id == task_id)
+    total = session.execute(
+        select(func.count()).select_from(FailureCard).where(*filters)
+    ).scalar_one()
+    rows = (
+        session.execute(
+            select(FailureCard).where(*filters).order_by(FailureCard.id).limit(limit).offset(offset)
+        )
+        .scalars()
+        .all()
+    )
+    return rows, total
+
+
+def list_candidates(
+    session: Session,
+    *,
+    round: int | None,
+    operation: str | None,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[Sequence[Candidate], int]:
+    filters = []
+    if round is not None:
+        filters.append(Candidate.round == round)
+    if operation is not None:
+        filters.append(Candidate.operation == operation)
+    if status is not None:
+        filters.append(Candidate.status == status)
+    total = session.execute(
+        select(func.count()).select_from(Candidate).where(*filters)
+    ).scalar_one()
+    rows = (
+        session.execute(
+            select(Candidate).where(*filters).order_by(Candidate.id).limit(limit).offset(offset)
+        )
+        .scalars()
+        .all()
+    )
+    return rows, total
+
+
+def settle_candidates(
+    session: Session, *, decision_id: int, selected: set[int], decided: set[int]
+) -> None:
+    """Mark the candidates whose versions a decision covered as selected or rejected."""
+    if not decided:
+        return
+    for status, version_ids in (("selected", selected), ("rejected", decided - selected)):
+        if version_ids:
+            session.execute(
+                update(Candidate)
+                .where(Candidate.chunk_version_id.in_(sorted(version_ids)))
+                .values(status=status, decision_id=decision_id)
+                .execution_options(synchronize_session=False)
+            )
+    session.flush()

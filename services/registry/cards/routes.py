@@ -1,0 +1,107 @@
+"""HTTP routes for failure cards and candidates."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from services.registry.cards import service
+from services.registry.concurrency import IdempotentRoute
+from services.registry.deps import Analyst, Pagination, PrivilegedReader, Reader, SessionDep
+from services.registry.paths import IdPath
+from shared.registry_api.schemas import (
+    MAX_ID,
+    CandidateCreate,
+    CandidateOperation,
+    CandidatePublic,
+    CandidateStatus,
+    CardAuditPublic,
+    CardCreate,
+    CardOutcome,
+    CardPublic,
+    Page,
+)
+
+router = APIRouter(tags=["cards"], route_class=IdempotentRoute)
+RoundQuery = Annotated[int | None, Query(ge=0, le=MAX_ID)]
+
+
+@router.post("/cards", status_code=status.HTTP_201_CREATED)
+def create_card(
+    data: CardCreate, session: SessionDep, principal: Analyst, response: Response
+) -> CardPublic:
+    """Store a failure card (outcome, eligibility, firewall findings, both halves)."""
+    card = service.create_card(session=session, principal=principal, data=data)
+    response.headers["Location"] = f"/v1/cards/{card.id}"
+    return card
+
+
+@router.get("/cards")
+def list_cards(
+    session: SessionDep,
+    _: Reader,
+    paging: Pagination,
+    round: RoundQuery = None,
+    outcome: CardOutcome | None = None,
+    eligible: bool | None = None,
+    task_id: Annotated[str | None, Query(max_length=200)] = None,
+) -> Page[CardPublic]:
+    """List cards (deployable half only), filtered."""
+    return service.list_cards(
+        session=session,
+        round=round,
+        outcome=outcome,
+        eligible=eligible,
+        task_id=task_id,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@router.get("/cards/{card_id}")
+def get_card(card_id: IdPath, session: SessionDep, _: Reader) -> CardPublic:
+    """One card without its privileged audit."""
+    return service.get_card(session=session, card_id=card_id)
+
+
+@router.get("/cards/{card_id}/audit")
+def get_card_audit(card_id: IdPath, session: SessionDep, _: PrivilegedReader) -> CardAuditPublic:
+    """The card's gold-aware audit: analysts and operators only."""
+    return service.get_card_audit(session=session, card_id=card_id)
+
+
+@router.post("/candidates", status_code=status.HTTP_201_CREATED)
+def create_candidate(
+    data: CandidateCreate, session: SessionDep, principal: Analyst, response: Response
+) -> CandidatePublic:
+    """Store an ADD / REWRITE candidate as a new chunk version, citing its source cards."""
+    candidate = service.create_candidate(session=session, principal=principal, data=data)
+    response.headers["Location"] = f"/v1/candidates/{candidate.id}"
+    return candidate
+
+
+@router.get("/candidates")
+def list_candidates(
+    session: SessionDep,
+    _: Reader,
+    paging: Pagination,
+    round: RoundQuery = None,
+    operation: CandidateOperation | None = None,
+    status: CandidateStatus | None = None,
+) -> Page[CandidatePublic]:
+    """List candidates, filtered."""
+    return service.list_candidates(
+        session=session,
+        round=round,
+        operation=operation,
+        status=status,
+        limit=paging.limit,
+        offset=paging.offset,
+    )
+
+
+@router.get("/candidates/{candidate_id}")
+def get_candidate(candidate_id: IdPath, session: SessionDep, _: Reader) -> CandidatePublic:
+    """One candidate."""
+    return service.get_candidate(session=session, candidate_id=candidate_id)

@@ -1,0 +1,103 @@
+"""`intraskill registry ...`: serve the registry, migrate its database, mint tokens."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from typing import Annotated
+
+import typer
+
+from services.registry.settings import RegistrySettings, TokenGrant, hash_token
+from shared.registry_api.schemas import Role
+
+app = typer.Typer(
+    help="SkillBank registry: serve, migrate, token", no_args_is_help=True, add_completion=False
+)
+
+
+def _mint(name: str, role: Role) -> tuple[str, TokenGrant]:
+    token = secrets.token_urlsafe(32)
+    return token, TokenGrant(name=name, role=role, token_sha256=hash_token(token))
+
+
+@app.command()
+def migrate(
+    database_url: Annotated[
+        str | None, typer.Option(help="default: DATABASE_URL or the SQLite file")
+    ] = None,
+) -> None:
+    """Bring the database schema to the latest revision (Alembic)."""
+    from services.registry.migrate import upgrade
+
+    settings = (
+        RegistrySettings() if database_url is None else RegistrySettings(database_url=database_url)
+    )
+    upgrade(settings.database_url)
+    typer.echo(f"migrated {settings.database_url.split('@')[-1]}")
+
+
+@app.command()
+def token(
+    name: Annotated[str, typer.Option(help="who holds the token (recorded as actor)")],
+    role: Annotated[Role, typer.Option(help="what it may do")],
+) -> None:
+    """Mint a bearer token: prints the token once and the grant to add to REGISTRY_TOKENS."""
+    secret, grant = _mint(name, role)
+    typer.echo(f"token: {secret}")
+    typer.echo(f"grant: {grant.model_dump_json()}")
+
+
+@app.command()
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes")] = 1,
+    migrate_first: Annotated[bool, typer.Option("--migrate/--no-migrate")] = True,
+) -> None:
+    """Serve the registry (default: an embedded SQLite file, migrated on start)."""
+    import uvicorn
+
+    from services.registry.migrate import upgrade
+
+    settings = RegistrySettings()
+    if migrate_first:
+        upgrade(settings.database_url)
+    if not settings.tokens:
+        # Demo mode: no tokens configured, so mint an operator token for this run only. The
+        # workers read settings from the environment, hence the variable.
+        secret, grant = _mint("local-operator", Role.operator)
+        os.environ["REGISTRY_TOKENS"] = json.dumps([grant.model_dump(mode="json")])
+        typer.echo(f"no REGISTRY_TOKENS configured; operator token for this run: {secret}")
+    typer.echo(
+        f"registry on http://{host}:{port}/docs  database {settings.database_url.split('@')[-1]}"
+    )
+    uvicorn.run(
+        "services.registry.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+    )
+
+
+def main(argv: list[str]) -> int | None:
+    """Entry point for `intraskill registry`."""
+    try:
+        app(args=argv, prog_name="intraskill registry", standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except Exception as error:  # click usage errors carry their own exit code
+        code = getattr(error, "exit_code", None)
+        if code is None:
+            raise
+        show = getattr(error, "show", None)
+        if show:
+            show()
+        return code
+    return 0

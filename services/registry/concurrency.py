@@ -1,0 +1,204 @@
+"""Concurrency helpers, all in one place, each with the reason it exists.
+
+- `conflict_on_integrity`: two writers racing for one unique value (a chunk version number, an
+  alias revision, a gate observation) both pass their checks; the database's unique constraint
+  decides, and the loser must hear 409, never 500.
+- ETags: a frozen bank's strong ETag is its content hash; an alias's ETag is its revision, and
+  a move is a compare-and-set on that revision (`If-Match`), so of N movers holding the same
+  ETag exactly one wins and the rest get 412.
+- Idempotency-Key: a client that retries a write after a lost response must not write twice.
+  The key is claimed by inserting a row in the request's own transaction, and the response is
+  stored in that same transaction, so the write and its record commit or vanish together. A
+  concurrent request with the same key blocks on the row's unique index until the first one
+  commits, then replays its response.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
+
+from services.registry.auth import Principal
+from services.registry.errors import Conflict, FieldInvalid, RegistryError
+from services.registry.idempotency import repository as idempotency_repository
+from services.registry.idempotency.models import IdempotencyRecord
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+_KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+_STORED_HEADERS = ("content-type", "location", "etag", "cache-control")
+
+
+@contextmanager
+def conflict_on_integrity(message: str, session: Session) -> Iterator[None]:
+    """Turn a unique-constraint loss inside the block into 409 `message` (savepoint-scoped)."""
+    try:
+        with session.begin_nested():
+            yield
+    except IntegrityError as error:
+        raise Conflict(message) from error
+
+
+# ---------------------------------------------------------------- ETags
+
+
+def quote_etag(value: str) -> str:
+    return f'"{value}"'
+
+
+def etag_matches(header: str | None, etag: str) -> bool:
+    """Weak comparison for If-None-Match: does any listed tag (or `*`) match `etag`?"""
+    if not header:
+        return False
+    for candidate in header.split(","):
+        candidate = candidate.strip()
+        if candidate == "*":
+            return True
+        if candidate.startswith("W/"):
+            candidate = candidate[2:]
+        if candidate == etag:
+            return True
+    return False
+
+
+def alias_etag(revision: int) -> str:
+    return quote_etag(f"r{revision}")
+
+
+def revisions_from_if_match(header: str) -> set[int] | None:
+    """Alias revisions an If-Match header accepts; None means `*` (any). Strong tags only."""
+    accepted: set[int] = set()
+    for candidate in header.split(","):
+        candidate = candidate.strip()
+        if candidate == "*":
+            return None
+        match = re.fullmatch(r'"r(\d{1,9})"', candidate)
+        if match:
+            accepted.add(int(match.group(1)))
+    return accepted
+
+
+# ---------------------------------------------------------------- Idempotency-Key
+
+
+@dataclass
+class IdempotencyClaim:
+    key: str
+    request_hash: str
+    method: str
+    path: str
+    record: IdempotencyRecord | None = None
+
+
+class IdempotentReplay(RegistryError):
+    """Raised when a key was already used for this request: answer with the stored response."""
+
+    status_code = 200
+
+    def __init__(self, record: IdempotencyRecord) -> None:
+        super().__init__("replay")
+        self.record = record
+
+
+def replay_response(_request: Request, error: Exception) -> Response:
+    assert isinstance(error, IdempotentReplay)
+    record = error.record
+    headers = dict(record.headers or {})
+    headers[REPLAYED_HEADER] = "true"
+    headers.pop("content-length", None)
+    return Response(
+        content=record.body or b"", status_code=record.status_code or 200, headers=headers
+    )
+
+
+def claim_idempotency(*, request: Request, session: Session, principal: Principal) -> None:
+    """Claim the request's Idempotency-Key for `principal`, or replay the first response."""
+    claim: IdempotencyClaim | None = getattr(request.state, "idempotency", None)
+    if claim is None:
+        return
+    existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
+    if existing is None:
+        record = IdempotencyRecord(
+            actor=principal.name,
+            key=claim.key,
+            method=claim.method,
+            path=claim.path[:2000],
+            request_hash=claim.request_hash,
+        )
+        try:
+            with session.begin_nested():
+                idempotency_repository.insert_claim(session, record)
+            claim.record = record
+            return
+        except IntegrityError:
+            # A concurrent request with this key committed first: replay what it answered.
+            existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
+            if existing is None:  # pragma: no cover - the winner rolled back after all
+                raise Conflict("a request with this Idempotency-Key is in flight") from None
+    if existing.request_hash != claim.request_hash:
+        raise FieldInvalid(
+            ("header", IDEMPOTENCY_HEADER),
+            "Idempotency-Key was already used for a different request",
+            "idempotency_key_reused",
+        )
+    if existing.status_code is None:
+        raise Conflict("a request with this Idempotency-Key is in flight")
+    raise IdempotentReplay(existing)
+
+
+def _record_response(session: Session, record: IdempotencyRecord, response: Response) -> None:
+    headers = {k: v for k, v in response.headers.items() if k.lower() in _STORED_HEADERS}
+    idempotency_repository.fill_response(
+        session,
+        record,
+        status_code=response.status_code,
+        body=bytes(response.body),
+        headers=headers,
+    )
+
+
+class IdempotentRoute(APIRoute):
+    """An APIRoute whose writes honour `Idempotency-Key`.
+
+    It hashes the request before the handler runs (the role dependency then claims the key in
+    the request's session) and stores a successful response before the session dependency
+    commits: that dependency is function-scoped, so it exits after this handler returns.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def idempotent_handler(request: Request) -> Response:
+            key = request.headers.get(IDEMPOTENCY_HEADER)
+            if key is None or request.method not in WRITE_METHODS:
+                return await handler(request)
+            if not _KEY_PATTERN.match(key):
+                raise FieldInvalid(
+                    ("header", IDEMPOTENCY_HEADER), "must be 1-255 visible ASCII characters"
+                )
+            body = await request.body()
+            digest = hashlib.sha256()
+            for part in (request.method, request.url.path, request.url.query):
+                digest.update(part.encode("utf-8") + b"\x00")
+            digest.update(body)
+            claim = IdempotencyClaim(key, digest.hexdigest(), request.method, request.url.path)
+            request.state.idempotency = claim
+            response = await handler(request)
+            if claim.record is not None and 200 <= response.status_code < 300:
+                await run_in_threadpool(
+                    _record_response, request.state.session, claim.record, response
+                )
+            return response
+
+        return idempotent_handler

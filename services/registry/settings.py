@@ -1,0 +1,72 @@
+"""The registry's one settings class, read from the environment (and `.env`) at start."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.registry_api.schemas import Name, Role
+
+DEFAULT_SQLITE_PATH = Path("runs") / "registry.sqlite"
+
+
+def hash_token(token: str) -> str:
+    """sha256 hex of a bearer token: settings and memory hold only this, never the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenGrant(BaseModel):
+    """One bearer token's identity: who (`name`), what it may do (`role`), its sha256."""
+
+    name: Name
+    role: Role
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class RegistrySettings(BaseSettings):
+    """Everything the registry reads from its environment.
+
+    `REGISTRY_TOKENS` is a JSON list of `{"name", "role", "token_sha256"}`; make entries with
+    `intraskill registry token --name NAME --role ROLE`.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="REGISTRY_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    database_url: str = Field(
+        default=f"sqlite:///{DEFAULT_SQLITE_PATH}",
+        validation_alias="DATABASE_URL",
+        description="SQLAlchemy URL; postgresql://... in deployment, a SQLite file by default",
+    )
+    tokens: list[TokenGrant] = Field(default_factory=list)
+    protected_aliases: list[Name] = Field(default_factory=lambda: ["production"])
+    pool_size: int = Field(default=10, ge=1, le=200)
+    max_overflow: int = Field(default=40, ge=0, le=500)
+    bank_cache_size: int = Field(default=512, ge=0, le=100_000)
+    idempotency_ttl_hours: int = Field(default=24 * 7, ge=1)
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, url: str) -> str:
+        # psycopg 3 is the only Postgres driver installed; accept the plain scheme operators type.
+        for prefix in ("postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def grants_by_hash(self) -> dict[str, TokenGrant]:
+        return {grant.token_sha256: grant for grant in self.tokens}
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> RegistrySettings:
+    return RegistrySettings()

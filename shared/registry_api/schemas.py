@@ -1,0 +1,698 @@
+"""Wire schemas of the SkillBank registry: what goes over HTTP, in both directions.
+
+`XCreate` is a request body that makes an X, `XUpdate` a partial change, `XPublic` what the
+registry returns. The registry's table models never leave the service; every service reads and
+writes only these. Numbers are bounded and floats finite so that bad input is a 422 naming the
+field, never a database error.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from shared.chunks import ChunkContent
+
+MAX_ID = 2**31 - 1
+MAX_PAGE = 500
+MAX_OBSERVATIONS_PER_BATCH = 1000
+MAX_POOL_COLUMNS = 64
+
+# The reward components every gate observation carries, bare and masked (strict decides).
+REWARD_COMPONENTS: tuple[str, ...] = (
+    "r_strict",
+    "r_success",
+    "r_type",
+    "r_att",
+    "r_option",
+    "r_price",
+    "r_loose",
+)
+PRIMARY_COMPONENT = "r_strict"
+GATE_ESTIMATOR = "paired_delta_ols_main_effects_no_intercept"
+
+
+def _no_nul(value: str) -> str:
+    # Postgres text cannot hold NUL; refuse it at the edge instead of failing in the database.
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL characters")
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+Count = Annotated[int, Field(ge=0, le=MAX_ID)]
+Finite = Annotated[float, AfterValidator(_finite)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+Text = Annotated[str, StringConstraints(max_length=4000), AfterValidator(_no_nul)]
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
+Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000), AfterValidator(_no_nul)]
+Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Binary = Annotated[int, Field(ge=0, le=1)]
+
+
+class Role(StrEnum):
+    operator = "operator"
+    trainer = "trainer"
+    evaluator = "evaluator"
+    analyst = "analyst"
+    reader = "reader"
+
+
+class ChunkSource(StrEnum):
+    cold_start = "cold_start"
+    analyst = "analyst"
+    operator = "operator"
+
+
+class BankStatus(StrEnum):
+    draft = "draft"
+    frozen = "frozen"
+    retired = "retired"
+
+
+class GateStatus(StrEnum):
+    open = "open"
+    complete = "complete"
+    incomplete = "incomplete"
+    failed = "failed"
+
+
+class DecisionStatus(StrEnum):
+    selected = "selected"
+    retired = "retired"
+    rewrite_loser = "rewrite_loser"
+    non_positive = "non_positive"
+    budget_excluded = "budget_excluded"
+
+
+class PoolColumnKind(StrEnum):
+    current = "current"
+    add = "add"
+    rewrite = "rewrite"
+
+
+class CardOutcome(StrEnum):
+    ADD = "ADD"
+    REWRITE = "REWRITE"
+    NO_PROPOSAL = "NO_PROPOSAL"
+
+
+class CandidateOperation(StrEnum):
+    ADD = "ADD"
+    REWRITE = "REWRITE"
+
+
+class CandidateStatus(StrEnum):
+    proposed = "proposed"
+    selected = "selected"
+    rejected = "rejected"
+
+
+class TreatmentMode(StrEnum):
+    skill_free = "skill_free"
+    assisted = "assisted"
+    assisted_empty = "assisted_empty"
+
+
+class RetryOutcome(StrEnum):
+    pending = "pending"
+    success = "success"  # the full skill solved it: an internalization deficit, no new chunk
+    failure = "failure"  # goes to the failure analyst
+    runtime_error = "runtime_error"
+
+
+class AliasAction(StrEnum):
+    create = "create"
+    move = "move"
+    rollback = "rollback"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a listing; `next_offset` is None on the last page."""
+
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+# ---------------------------------------------------------------- chunks
+
+
+class Provenance(_Wire):
+    """Where a chunk version came from: the failure cards and the candidate behind it."""
+
+    card_ids: list[Id] = Field(default_factory=list, max_length=1000)
+    candidate_id: Id | None = None
+
+
+class ChunkCreate(_Wire):
+    slug: Name
+    content: ChunkContent
+    source: ChunkSource = ChunkSource.operator
+    provenance: Provenance = Field(default_factory=Provenance)
+
+
+class ChunkVersionCreate(_Wire):
+    content: ChunkContent
+    source: ChunkSource = ChunkSource.operator
+    provenance: Provenance = Field(default_factory=Provenance)
+
+
+class ChunkVersionPublic(_Out):
+    id: int
+    chunk_id: int
+    slug: str
+    version: int
+    content: ChunkContent
+    content_hash: str
+    source: ChunkSource
+    provenance: Provenance
+    author: str
+    created_at: datetime
+
+
+class ChunkPublic(_Out):
+    id: int
+    slug: str
+    created_by: str
+    created_at: datetime
+    latest: ChunkVersionPublic
+
+
+# ---------------------------------------------------------------- banks
+
+
+class BankEntryIn(_Wire):
+    chunk_version_id: Id
+    rho: Probability
+    coefficient: Finite | None = None
+
+
+class BankCreate(_Wire):
+    """A new draft bank: explicit entries, or a copy of `from_bank_id` (rollback as a new draft)."""
+
+    q: Probability = 0.2
+    round: Count = 0
+    parent_bank_id: Id | None = None
+    gate_decision_id: Id | None = None
+    from_bank_id: Id | None = None
+    entries: list[BankEntryIn] = Field(default_factory=list, max_length=100)
+    note: Text | None = None
+
+
+class BankUpdate(_Wire):
+    """A change to a draft bank; `entries`, when given, replaces the whole ordered list."""
+
+    q: Probability | None = None
+    round: Count | None = None
+    parent_bank_id: Id | None = None
+    gate_decision_id: Id | None = None
+    entries: list[BankEntryIn] | None = Field(default=None, max_length=100)
+    note: Text | None = None
+
+
+class BankEntryPublic(_Out):
+    position: int
+    chunk_id: int
+    slug: str
+    version: int
+    chunk_version_id: int
+    rho: float
+    coefficient: float | None
+    content_hash: str
+    content: ChunkContent
+
+
+class BankPublic(_Out):
+    """The bank document. Once frozen it never changes (strong ETag = `content_hash`), so the
+    lifecycle status (which can still move to retired) lives in `BankSummary`, not here."""
+
+    id: int
+    q: float
+    round: int
+    parent_bank_id: int | None
+    gate_decision_id: int | None
+    note: str | None
+    content_hash: str | None
+    frozen_at: datetime | None
+    created_by: str
+    created_at: datetime
+    entries: list[BankEntryPublic]
+
+
+class BankSummary(_Out):
+    id: int
+    status: BankStatus
+    q: float
+    round: int
+    parent_bank_id: int | None
+    gate_decision_id: int | None
+    content_hash: str | None
+    n_entries: int
+    created_by: str
+    created_at: datetime
+    frozen_at: datetime | None
+    retired_at: datetime | None
+
+
+class ChunkRef(_Out):
+    chunk_id: int
+    slug: str
+    version: int
+    chunk_version_id: int
+
+
+class RewrittenChunk(_Out):
+    chunk_id: int
+    slug: str
+    from_version: int
+    to_version: int
+
+
+class RhoChange(_Out):
+    chunk_id: int
+    slug: str
+    from_rho: float
+    to_rho: float
+
+
+class BankDiff(_Out):
+    """What changed from `from_bank_id` to `to_bank_id`, by logical chunk."""
+
+    from_bank_id: int
+    to_bank_id: int
+    added: list[ChunkRef]
+    retired: list[ChunkRef]
+    rewritten: list[RewrittenChunk]
+    rho_changes: list[RhoChange]
+    order_changed: bool
+
+
+class RenderedBank(_Out):
+    bank_id: int
+    inclusion: list[int]
+    injected: list[ChunkRef]
+    renderer: str
+    text: str
+
+
+class ChunkRetire(_Wire):
+    """Operator: a new draft, child of the bank, without this logical chunk."""
+
+    chunk_id: Id
+    reason: Reason
+
+
+class ChunkRestore(_Wire):
+    """Operator: a new draft, child of the bank, with this chunk (latest version unless given)."""
+
+    chunk_id: Id
+    version: Annotated[int, Field(ge=1, le=MAX_ID)] | None = None
+    rho: Probability
+    coefficient: Finite | None = None
+    position: Annotated[int, Field(ge=0, le=100)] | None = None
+    reason: Reason
+
+
+# ---------------------------------------------------------------- aliases
+
+
+class AliasCreate(_Wire):
+    name: Name
+    bank_id: Id
+    reason: Reason
+    gate_decision_id: Id | None = None
+
+
+class AliasMove(_Wire):
+    bank_id: Id
+    reason: Reason
+    gate_decision_id: Id | None = None
+
+
+class AliasRollback(_Wire):
+    """Point the alias back at an earlier frozen bank (default: the one it pointed at before)."""
+
+    bank_id: Id | None = None
+    reason: Reason
+
+
+class AliasPublic(_Out):
+    name: str
+    bank_id: int
+    revision: int
+    etag: str
+    protected: bool
+    updated_by: str
+    updated_at: datetime
+
+
+class AliasEventPublic(_Out):
+    id: int
+    alias: str
+    revision: int
+    action: AliasAction
+    from_bank_id: int | None
+    to_bank_id: int
+    actor: str
+    role: Role
+    reason: str
+    gate_decision_id: int | None
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- gates
+
+
+class PoolColumn(_Wire):
+    """One column of the treatment matrix: a chunk version in a slot.
+
+    Ordinary slots (current or ADD) hold one column; a replacement family is one slot whose
+    columns are the old version and its rewrites, mutually exclusive in every mask.
+    """
+
+    chunk_version_id: Id
+    kind: PoolColumnKind
+    slot: Annotated[int, Field(ge=0, le=MAX_POOL_COLUMNS)]
+    candidate_id: Id | None = None
+
+
+class CandidatePool(_Wire):
+    columns: list[PoolColumn] = Field(min_length=1, max_length=MAX_POOL_COLUMNS)
+
+
+class GateRunCreate(_Wire):
+    round: Count
+    checkpoint_id: Name
+    base_bank_id: Id
+    candidate_pool: CandidatePool
+    mask_seed: Annotated[int, Field(ge=0, le=2**62)]
+    note: Text | None = None
+
+
+class GateRunUpdate(_Wire):
+    """Close a gate without a decision (open -> incomplete | failed)."""
+
+    status: GateStatus
+    note: Text | None = None
+
+
+class GateRunPublic(_Out):
+    id: int
+    round: int
+    checkpoint_id: str
+    base_bank_id: int
+    candidate_pool: CandidatePool
+    mask_seed: int
+    status: GateStatus
+    note: str | None
+    n_observations: int
+    decision_id: int | None
+    created_by: str
+    created_at: datetime
+
+
+class RewardComponents(_Wire):
+    r_strict: Finite
+    r_success: Finite
+    r_type: Finite
+    r_att: Finite
+    r_option: Finite
+    r_price: Finite
+    r_loose: Finite
+
+
+class ObservationIn(_Wire):
+    """One task's paired outcome: bare reward, masked reward, and the versions injected."""
+
+    task_id: Label
+    sample_id: Annotated[int, Field(ge=0, le=1000)] = 0
+    inclusion: list[Binary] = Field(max_length=MAX_POOL_COLUMNS)
+    slot_states: list[Annotated[int, Field(ge=0, le=MAX_POOL_COLUMNS + 1)]] | None = Field(
+        default=None, max_length=MAX_POOL_COLUMNS
+    )
+    bare: RewardComponents
+    masked: RewardComponents
+
+
+class ObservationBatch(_Wire):
+    observations: list[ObservationIn] = Field(min_length=1, max_length=MAX_OBSERVATIONS_PER_BATCH)
+
+
+class ObservationPublic(_Out):
+    id: int
+    gate_run_id: int
+    task_id: str
+    sample_id: int
+    inclusion: list[int]
+    slot_states: list[int] | None
+    bare: RewardComponents
+    masked: RewardComponents
+    created_at: datetime
+
+
+class ObservationBatchResult(_Out):
+    gate_run_id: int
+    accepted: int
+    n_observations: int
+
+
+ComponentValues = Annotated[dict[str, Finite], Field(max_length=len(REWARD_COMPONENTS))]
+
+
+class DecisionRowIn(_Wire):
+    chunk_version_id: Id
+    coefficients: ComponentValues
+    rank: Annotated[int, Field(ge=1, le=MAX_POOL_COLUMNS)] | None = None
+    status: DecisionStatus
+    hc3_se: ComponentValues | None = None
+    ci_low: ComponentValues | None = None
+    ci_high: ComponentValues | None = None
+
+
+class DecisionCreate(_Wire):
+    """The fitted coefficients and the selection for every column of the gate's pool."""
+
+    estimator: Label = GATE_ESTIMATOR
+    primary_component: Label = PRIMARY_COMPONENT
+    rows: list[DecisionRowIn] = Field(min_length=1, max_length=MAX_POOL_COLUMNS)
+    note: Text | None = None
+
+
+class DecisionRowPublic(_Out):
+    chunk_version_id: int
+    chunk_id: int
+    slug: str
+    version: int
+    kind: PoolColumnKind
+    slot: int
+    coefficients: dict[str, float]
+    rank: int | None
+    status: DecisionStatus
+    hc3_se: dict[str, float] | None
+    ci_low: dict[str, float] | None
+    ci_high: dict[str, float] | None
+
+
+class DecisionPublic(_Out):
+    id: int
+    gate_run_id: int
+    estimator: str
+    primary_component: str
+    n_observations: int
+    note: str | None
+    rows: list[DecisionRowPublic]
+    created_by: str
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- cards and candidates
+
+
+class FirewallFinding(_Wire):
+    rule: Label
+    text: Text
+    field: Label | None = None
+
+
+class DeployableAbstraction(_Wire):
+    """The part of a card that may reach a chunk: no gold, no ids (leak-checked when eligible)."""
+
+    failure_mechanism: Text
+    applicable_when: Text
+    observable_trigger: Text
+    corrective_procedure: Text
+    verification_step: Text
+    target_chunk_id: Id | None = None
+    proposed_content: ChunkContent | None = None
+
+
+class CardCreate(_Wire):
+    round: Count
+    task_id: Label
+    checkpoint_id: Name | None = None
+    evidence_id: Id | None = None
+    outcome: CardOutcome
+    eligible: bool
+    privileged_audit: dict[str, Any] = Field(default_factory=dict)
+    deployable: DeployableAbstraction | None = None
+    firewall_findings: list[FirewallFinding] = Field(default_factory=list, max_length=200)
+    forced_no_proposal_reason: Text | None = None
+    extras: dict[str, Any] = Field(default_factory=dict)
+
+
+class CardPublic(_Out):
+    """A failure card without its privileged audit (see `CardAuditPublic`)."""
+
+    id: int
+    round: int
+    task_id: str
+    checkpoint_id: str | None
+    evidence_id: int | None
+    outcome: CardOutcome
+    eligible: bool
+    deployable: DeployableAbstraction | None
+    firewall_findings: list[FirewallFinding]
+    forced_no_proposal_reason: str | None
+    extras: dict[str, Any]
+    created_by: str
+    created_at: datetime
+
+
+class CardAuditPublic(_Out):
+    card_id: int
+    privileged_audit: dict[str, Any]
+
+
+class CandidateCreate(_Wire):
+    """A compiled ADD or REWRITE; the registry stores its content as a new chunk version."""
+
+    round: Count
+    operation: CandidateOperation
+    target_chunk_id: Id | None = None
+    slug: Name | None = None
+    content: ChunkContent
+    source_card_ids: list[Id] = Field(min_length=1, max_length=1000)
+    failure_mechanism: Text | None = None
+    proposal_checkpoint: Name | None = None
+
+
+class CandidatePublic(_Out):
+    id: int
+    round: int
+    operation: CandidateOperation
+    target_chunk_id: int | None
+    chunk_id: int
+    chunk_version_id: int
+    version: int
+    signature: str
+    source_card_ids: list[int]
+    failure_mechanism: str | None
+    proposal_checkpoint: str | None
+    status: CandidateStatus
+    decision_id: int | None
+    created_by: str
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- trainer evidence
+
+
+class Treatment(_Wire):
+    mode: TreatmentMode
+    inclusion: list[Binary] = Field(max_length=100)
+    hash: Label | None = None
+
+
+class EvidenceCreate(_Wire):
+    """An all-wrong group: all siblings scored, none succeeded, sent to the slow loop."""
+
+    task_id: Label
+    round: Count
+    step: Count
+    group_index: Count
+    treatment: Treatment
+    bank_id: Id
+    checkpoint_id: Name
+    retry_outcome: RetryOutcome = RetryOutcome.pending
+    retry_trace_uri: Text | None = None
+
+
+class EvidenceUpdate(_Wire):
+    """Record the full-skill retry's outcome (pending -> success | failure | runtime_error)."""
+
+    retry_outcome: RetryOutcome
+    retry_trace_uri: Text | None = None
+
+
+class EvidencePublic(_Out):
+    id: int
+    task_id: str
+    round: int
+    step: int
+    group_index: int
+    treatment: Treatment
+    bank_id: int
+    checkpoint_id: str
+    retry_outcome: RetryOutcome
+    retry_trace_uri: str | None
+    card_id: int | None
+    created_by: str
+    created_at: datetime
+
+
+class CheckpointCreate(_Wire):
+    id: Name
+    uri: Annotated[str, StringConstraints(min_length=1, max_length=1000), AfterValidator(_no_nul)]
+    step: Count
+    round: Count
+
+
+class CheckpointPublic(_Out):
+    id: str
+    uri: str
+    step: int
+    round: int
+    created_by: str
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- audit
+
+
+class AuditEntryPublic(_Out):
+    id: int
+    at: datetime
+    actor: str
+    role: Role
+    action: str
+    object_type: str
+    object_id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
