@@ -11,7 +11,7 @@ the trajectory starts a new token-contiguous segment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,23 +27,26 @@ class TokenContext:
 class ChatRenderer:
     """A tokenizer's chat template, used the same way by every token-level backend."""
 
-    def __init__(self, tokenizer: Any, *, template_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        template_kwargs: dict[str, Any] | None = None,
+        stop_token_ids: Iterable[int] = (),
+    ) -> None:
         self.tokenizer = tokenizer
         self.template_kwargs = dict(template_kwargs or {})
         template = tokenizer.chat_template or ""
         if not template:
             raise ValueError("the tokenizer has no chat template")
         self.supports_tools = "tools" in template
-        eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
-            token_id = tokenizer.convert_tokens_to_ids(token)
-            if (
-                isinstance(token_id, int)
-                and token_id != tokenizer.unk_token_id
-                and token in tokenizer.get_vocab()
-            ):
-                eos.add(token_id)
-        self.stop_token_ids = frozenset(eos)
+        # A turn ends at the tokenizer's eos, the model's generation eos ids or ChatML's <|im_end|>
+        stops = set(stop_token_ids)
+        if tokenizer.eos_token_id is not None:
+            stops.add(tokenizer.eos_token_id)
+        if "<|im_end|>" in tokenizer.get_vocab():
+            stops.add(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        self.stop_token_ids = frozenset(stops)
 
     def render(
         self,

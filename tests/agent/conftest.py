@@ -44,6 +44,6 @@ def _few_threads():
         yield
         return
     previous = torch.get_num_threads()
-    torch.set_num_threads(min(2, previous))
+    torch.set_num_threads(1)  # tiny models: threads only add contention
     yield
     torch.set_num_threads(previous)

@@ -107,7 +107,8 @@ def sample_token(
     recomputes as log_softmax(logits / T); top-k / top-p only restrict where the sample may fall
     (the method trains with top_p=1, top_k=-1, where the two coincide).
     """
-    logits = logits.float()
+    if logits.dtype != torch.float64:
+        logits = logits.float()  # bf16 log-probs would be too coarse for importance ratios
     if decoding.temperature == 0:
         logprobs = torch.log_softmax(logits, dim=-1)
         token = int(torch.argmax(logits))
@@ -146,7 +147,11 @@ class TransformersBackend:
         template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.model = model.eval()
-        self.renderer = ChatRenderer(tokenizer, template_kwargs=template_kwargs)
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.renderer = ChatRenderer(
+            tokenizer, template_kwargs=template_kwargs, stop_token_ids=eos_ids
+        )
         self.model_id, self.checkpoint_id = model_id, checkpoint_id
         self.max_batch_size = max_batch_size
         self.device = next(model.parameters()).device
@@ -263,9 +268,7 @@ class TransformersBackend:
             chunk = torch.tensor(
                 [ids[chunk_start : chunk_start + PREFILL_CHUNK]], device=self.device
             )
-            output = self.model(
-                input_ids=chunk, past_key_values=cache, use_cache=True, logits_to_keep=1
-            )
+            output = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
             logits = output.logits[0, -1]
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
         row = _Row(index, request, generator, slab, len(ids), reuse)
@@ -344,7 +347,7 @@ class TransformersBackend:
                 input_ids=input_ids,
                 attention_mask=mask[:, : used + 1],
                 position_ids=positions,
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
             )
             self.stats["decode_steps"] += 1
