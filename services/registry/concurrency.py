@@ -108,18 +108,17 @@ class IdempotentReplay(RegistryError):
 
     def __init__(self, record: IdempotencyRecord) -> None:
         super().__init__("replay")
-        self.record = record
+        # Copied now: the session rolls back (and expires the row) before the handler runs.
+        self.stored_status = record.status_code or 200
+        self.stored_body = bytes(record.body or b"")
+        self.stored_headers = dict(record.headers or {})
 
 
 def replay_response(_request: Request, error: Exception) -> Response:
     assert isinstance(error, IdempotentReplay)
-    record = error.record
-    headers = dict(record.headers or {})
+    headers = {k: v for k, v in error.stored_headers.items() if k.lower() != "content-length"}
     headers[REPLAYED_HEADER] = "true"
-    headers.pop("content-length", None)
-    return Response(
-        content=record.body or b"", status_code=record.status_code or 200, headers=headers
-    )
+    return Response(content=error.stored_body, status_code=error.stored_status, headers=headers)
 
 
 def claim_idempotency(*, request: Request, session: Session, principal: Principal) -> None:

@@ -1,0 +1,103 @@
+"""Races against a live server on real Postgres: the database decides, losers get 4xx."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from conftest import chunk_content, headers
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from shared.registry_api.schemas import Role
+
+
+def _parallel(n: int, call):
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(call, range(n)))
+
+
+def test_fifty_concurrent_alias_moves_with_one_etag(api, app, live_server):
+    banks = [api.bank([api.chunk(f"c{i}")["latest"]["id"]]) for i in range(3)]
+    alias = api.json(
+        "POST",
+        "/v1/aliases",
+        json={"name": "current", "bank_id": banks[0]["id"], "reason": "r"},
+        expect=201,
+    )
+
+    def move(i: int) -> httpx.Response:
+        with httpx.Client(base_url=live_server, timeout=30) as http:
+            return http.put(
+                "/v1/aliases/current",
+                json={"bank_id": banks[1 + i % 2]["id"], "reason": f"mover {i}"},
+                headers=headers(Role.evaluator, **{"If-Match": alias["etag"]}),
+            )
+
+    responses = _parallel(50, move)
+    codes = sorted(r.status_code for r in responses)
+    assert codes.count(200) == 1 and codes.count(412) == 49, codes
+    winner = next(r.json() for r in responses if r.status_code == 200)
+    assert winner["revision"] == 2
+
+    current = api.json("GET", "/v1/aliases/current", role=Role.reader)
+    assert current["bank_id"] == winner["bank_id"] and current["revision"] == 2
+    history = api.json("GET", "/v1/aliases/current/history", role=Role.reader)["items"]
+    assert [(e["revision"], e["from_bank_id"], e["to_bank_id"]) for e in history] == [
+        (1, None, banks[0]["id"]),
+        (2, banks[0]["id"], winner["bank_id"]),
+    ]
+    moves = api.json("GET", "/v1/audit", role=Role.reader, params={"action": "alias.move"})
+    assert moves["total"] == 1
+
+
+def test_racing_version_writers_get_409_never_500(api, live_server):
+    chunk = api.chunk("price-check")
+
+    def add_version(i: int) -> httpx.Response:
+        with httpx.Client(base_url=live_server, timeout=30) as http:
+            return http.post(
+                f"/v1/chunks/{chunk['id']}/versions",
+                json={"content": chunk_content(f"writer {i}")},
+                headers=headers(Role.analyst),
+            )
+
+    codes = [r.status_code for r in _parallel(20, add_version)]
+    assert set(codes) <= {201, 409}, codes
+    assert 201 in codes
+    history = api.json("GET", f"/v1/chunks/{chunk['id']}/versions", role=Role.reader)["items"]
+    assert [v["version"] for v in history] == list(range(1, len(history) + 1))
+    assert len(history) == 1 + codes.count(201)
+
+
+def test_concurrent_replays_of_one_key_write_once(api, app, live_server):
+    body = {"slug": "once", "content": chunk_content("once")}
+
+    def create(_i: int) -> httpx.Response:
+        with httpx.Client(base_url=live_server, timeout=30) as http:
+            return http.post(
+                "/v1/chunks", json=body, headers=headers(Role.analyst, **{"Idempotency-Key": "k-1"})
+            )
+
+    responses = _parallel(16, create)
+    assert {r.status_code for r in responses} == {201}
+    assert len({r.json()["id"] for r in responses}) == 1
+    with app.state.engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM chunks")).scalar_one() == 1
+        assert (
+            connection.execute(
+                text("SELECT count(*) FROM audit_log WHERE action='chunk.create'")
+            ).scalar_one()
+            == 1
+        )
+
+
+def test_append_only_tables_refuse_update_and_delete(api, app):
+    api.chunk("one")
+    for statement in ("UPDATE audit_log SET actor = 'x'", "DELETE FROM chunk_versions"):
+        with (
+            app.state.engine.connect() as connection,
+            pytest.raises(DBAPIError, match="append-only"),
+        ):
+            connection.execute(text(statement))
