@@ -318,7 +318,7 @@ class RolloutEngine:
         room = min(decoding.max_new_tokens, decoding.context_cap - used)
         if room < 1:
             # The segment is full before the model could answer: as a turn that ran out of tokens.
-            self._end(item, "generation_length", zero_components())
+            self._end_by_runtime(item, "generation_length")
             return None
         seed = (
             int.from_bytes(
@@ -369,8 +369,11 @@ class RolloutEngine:
         item.turn += 1
         self.stats.turns += 1
         generated = output.token_ids or ()
-        self.stats.generated_tokens += len(generated)
-        item.counts["generated_tokens"] += len(generated)
+        generated_count = (
+            len(generated) if output.token_ids is not None else output.completion_tokens or 0
+        )
+        self.stats.generated_tokens += generated_count
+        item.counts["generated_tokens"] += generated_count
         item.counts["cached_tokens"] += output.cached_tokens
         self.stats.cached_tokens += output.cached_tokens
         segment, new_prompt = None, None
@@ -391,7 +394,7 @@ class RolloutEngine:
         else:
             item.exact = False
         if output.prompt_tokens is not None:
-            item.estimated_context = output.prompt_tokens + len(generated)
+            item.estimated_context = output.prompt_tokens + generated_count
 
         started = time.perf_counter()
         parsed: ParsedReply = self.protocol.parse(
@@ -407,7 +410,7 @@ class RolloutEngine:
             finish_reason=output.finish_reason,
             prompt_tokens=output.prompt_tokens,
             prompt_tokens_new=new_prompt,
-            generated_tokens=len(generated),
+            generated_tokens=generated_count,
             segment=segment,
             generate_s=round_s,
         )
@@ -417,7 +420,7 @@ class RolloutEngine:
         if parsed.error is not None:
             step.protocol_error = {"code": parsed.error.code, "message": parsed.error.message}
             if output.finish_reason == "length":
-                self._end(item, "generation_length", zero_components())
+                self._end_by_runtime(item, "generation_length")
                 return
             item.messages.extend(self.protocol.feedback_messages(parsed, parsed.error.feedback()))
         else:
@@ -445,7 +448,7 @@ class RolloutEngine:
                 return
             item.messages.extend(self.protocol.feedback_messages(parsed, result.observation))
         if item.turn >= self._turn_limit(item):
-            self._end(item, "action_limit", zero_components())
+            self._end_by_runtime(item, "action_limit")
 
     # -- endings ----------------------------------------------------------------------------
 
@@ -461,6 +464,34 @@ class RolloutEngine:
 
     def _end(self, item: _Live, termination: Termination, components: dict[str, float]) -> None:
         item.trajectory = self._trajectory(item, True, termination, components, None)
+
+    def _end_by_runtime(self, item: _Live, termination: Termination) -> None:
+        """An ending the runtime decides (step cap, token limit): reward 0, trained on.
+
+        An environment that offers `terminate` (ShopSim does) closes the episode itself, so its
+        books show the same ending; the components are its zero breakdown.
+        """
+        terminate = getattr(item.episode, "terminate", None)
+        if terminate is None:
+            self._end(item, termination, zero_components())
+            return
+        started = time.perf_counter()
+        try:
+            result: StepResult = terminate(termination)
+        except Exception as error:
+            self._end_unscored(
+                item, f"environment terminate failed: {type(error).__name__}: {error}"
+            )
+            return
+        finally:
+            elapsed = time.perf_counter() - started
+            item.timings["env_s"] += elapsed
+            self.stats.env_s += elapsed
+        if result.breakdown is None:
+            self._end(item, termination, zero_components())
+        else:
+            components = {k: float(v) for k, v in result.breakdown.components().items()}
+            self._end(item, termination, components)
 
     def _end_unscored(self, item: _Live, error: str) -> None:
         item.trajectory = self._trajectory(item, False, None, zero_components(), error)

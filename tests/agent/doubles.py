@@ -44,6 +44,15 @@ class ScriptedEpisode:
     def first(self) -> StepResult:
         return self._result(SEARCH_PAGE)
 
+    terminated: str | None = None
+
+    def terminate(self, reason: str) -> StepResult:
+        """Like ShopSim's: the runtime ends the episode without a purchase."""
+        self.terminated = reason
+        self.page = "done"
+        zero = RewardBreakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, termination_reason=reason)  # type: ignore[arg-type]
+        return StepResult("Episode over.", self._state(), 0.0, True, "ok", zero)
+
     def step(self, action: str) -> StepResult:
         if self.fail_on and self.fail_on in action:
             raise RuntimeError("scripted environment failure")
@@ -89,10 +98,17 @@ class ScriptedEpisode:
         return self._result("Nothing happens.", "unavailable_action")
 
 
+class PlainEpisode(ScriptedEpisode):
+    """An episode with only the contract's `step` (no `terminate`)."""
+
+    terminate = None  # type: ignore[assignment]
+
+
 class ScriptedShop:
     """A tiny deterministic shop: search -> results -> item -> size -> buy now."""
 
     version = "scripted-shop-test-v1"
+    episode_class: type[ScriptedEpisode] = ScriptedEpisode
 
     def __init__(
         self, max_steps: int = 30, fail_reset: str | None = None, fail_step: str | None = None
@@ -110,7 +126,7 @@ class ScriptedShop:
         task = TaskView(
             task_id, "train", "Buy red shoes in size M.", {"name": "Ann", "likes": ["red", "cheap"]}
         )
-        episode = ScriptedEpisode(task, self.max_steps, self.fail_step)
+        episode = self.episode_class(task, self.max_steps, self.fail_step)
         self.episodes.append(episode)
         return episode, episode.first()
 

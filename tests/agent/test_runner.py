@@ -11,7 +11,7 @@ from shared.agent.decoding import DecodingConfig
 from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes
 from shared.agent.trajectory import read_jsonl, write_jsonl
 from shared.chunks import ChunkContent, InjectedChunk
-from tests.agent.doubles import ScriptedBackend, ScriptedShop
+from tests.agent.doubles import PlainEpisode, ScriptedBackend, ScriptedShop
 
 TEXT = RolloutConfig(
     prompt_version="shopsim-compact-en-text-v1", decoding=DecodingConfig(max_new_tokens=64, seed=3)
@@ -120,16 +120,22 @@ def test_protocol_error_consumes_a_step_without_an_action(renderer) -> None:
     assert feedback["type"] == "tool_protocol_error" and feedback["code"] == "tool_call_count"
 
 
-def test_action_limit(renderer) -> None:
+@pytest.mark.parametrize("terminates", [True, False])
+def test_action_limit(renderer, terminates: bool) -> None:
     config = RolloutConfig(prompt_version=TEXT.prompt_version, decoding=TEXT.decoding, max_turns=3)
+    env = ScriptedShop()
+    if not terminates:
+        env.episode_class = PlainEpisode
     [trajectory] = run_episodes(
-        ScriptedShop(),
+        env,
         ScriptedBackend(renderer, script_of(["hm"] * 10)),
         [EpisodeSpec("t", 1)],
         config,
     )
     assert trajectory.scored and trajectory.termination == "action_limit"
     assert trajectory.reward == 0.0 and len(trajectory.steps) == 3
+    assert trajectory.components == dict.fromkeys(trajectory.components, 0.0)
+    assert env.episodes[0].terminated == ("action_limit" if terminates else None)
     # The environment's own cap applies when no runtime cap is set.
     [capped] = run_episodes(
         ScriptedShop(max_steps=2),
@@ -142,13 +148,15 @@ def test_action_limit(renderer) -> None:
 
 def test_generation_length(renderer) -> None:
     # No valid action at the token limit: the episode ends, scores 0, and is still trained on.
+    env = ScriptedShop()
     [cut] = run_episodes(
-        ScriptedShop(),
+        env,
         ScriptedBackend(renderer, script_of([("search[red", "length")])),
         [EpisodeSpec("t", 1)],
         TEXT,
     )
     assert cut.scored and cut.termination == "generation_length" and cut.reward == 0.0
+    assert env.episodes[0].terminated == "generation_length" and env.episodes[0].actions == []
     assert cut.exact_tokens and sum(cut.segments[0].loss_mask) > 0
     # A valid action at the limit still counts.
     replies = [("search[red shoes]", "length"), *BUY[1:]]

@@ -44,6 +44,8 @@ class TurnOutput:
     """Calls a server already parsed; None when the protocol parses `text`."""
     reasoning: str | None = None
     prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    """Generated tokens as a server counted them (when it sent no token ids)."""
     cached_tokens: int = 0
     """Prompt tokens whose KV state was reused rather than recomputed."""
     timings: dict[str, float] = field(default_factory=dict)
