@@ -16,9 +16,9 @@ gates are reproduced bit for bit, see tests/evaluator/test_design.py):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -132,25 +132,36 @@ def online_design(
     mask_seed: int = DEFAULT_MASK_SEED,
     split: str = DEFAULT_SPLIT,
     budget: int = DEFAULT_BUDGET,
+    current_versions: Mapping[str, str] | None = None,
+    add_versions: Mapping[str, str] | None = None,
+    candidate_key: Callable[[str], Any] | None = None,
 ) -> GateDesign:
     """An interval gate: current chunks in bank order (rewrite targets become families), then ADDs.
 
     `current` are the logical ids of the bank S_t in order; `rewrites` maps a current id to its
-    new versions' candidate ids; `adds` are ADD candidate ids (placed in candidate-id order).
+    new versions' intervention ids; `adds` are ADD logical ids. New versions and ADDs are placed
+    in candidate order: `candidate_key` of their id (default: the id itself). By default a
+    version's intervention id is its logical id (the reference's layout); `current_versions` /
+    `add_versions` map a logical id to another intervention id (e.g. "slug@3").
     """
     rewrites = dict(rewrites or {})
+    current_versions = dict(current_versions or {})
+    add_versions = dict(add_versions or {})
+    order_key = candidate_key or (lambda value: value)
     unknown = sorted(set(rewrites) - set(current))
     if unknown:
         raise DesignError(f"REWRITE target is not a current chunk: {', '.join(unknown)}")
     slots: list[Slot] = []
     for order, logical in enumerate(current, 1):
-        versions = [Version(logical, logical, "current", order)]
+        versions = [Version(current_versions.get(logical, logical), logical, "current", order)]
         versions += [
-            Version(new, logical, "rewrite", order) for new in sorted(rewrites.get(logical, ()))
+            Version(new, logical, "rewrite", order)
+            for new in sorted(rewrites.get(logical, ()), key=order_key)
         ]
         slots.append(Slot(logical, order, tuple(versions)))
-    for order, candidate in enumerate(sorted(adds), len(slots) + 1):
-        slots.append(Slot(candidate, order, (Version(candidate, candidate, "add", order),)))
+    for order, logical in enumerate(sorted(adds, key=order_key), len(slots) + 1):
+        version = Version(add_versions.get(logical, logical), logical, "add", order)
+        slots.append(Slot(logical, order, (version,)))
     return GateDesign("online", tuple(slots), mask_seed=mask_seed, split=split, budget=budget)
 
 
@@ -160,10 +171,12 @@ def gate_a_design(
     mask_seed: int = DEFAULT_MASK_SEED,
     split: str = DEFAULT_SPLIT,
     budget: int = DEFAULT_BUDGET,
+    draft_versions: Mapping[str, str] | None = None,
 ) -> GateDesign:
     """The cold-start gate: one independent Bernoulli(1/2) slot per draft chunk, in draft order."""
+    draft_versions = dict(draft_versions or {})
     slots = tuple(
-        Slot(draft, order, (Version(draft, draft, "draft", order),))
+        Slot(draft, order, (Version(draft_versions.get(draft, draft), draft, "draft", order),))
         for order, draft in enumerate(drafts, 1)
     )
     return GateDesign("gate_a", slots, mask_seed=mask_seed, split=split, budget=budget)
