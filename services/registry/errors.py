@@ -7,9 +7,13 @@ pydantic's or ours, names the field the same way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError
 
@@ -95,7 +99,25 @@ def _data_error(_request: Request, error: Exception) -> JSONResponse:
     )
 
 
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats (NaN sent as input) cannot be written as JSON: echo them as text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+def _validation_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    detail = _json_safe(jsonable_encoder(error.errors()))
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(DataError, _data_error)

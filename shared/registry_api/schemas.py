@@ -662,7 +662,6 @@ class EvidencePublic(_Out):
     checkpoint_id: str
     retry_outcome: RetryOutcome
     retry_trace_uri: str | None
-    card_id: int | None
     created_by: str
     created_at: datetime
 
