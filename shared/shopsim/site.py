@@ -149,14 +149,16 @@ class Site:
     def _resolve_label(self, argument: str, clickables: tuple[str, ...]) -> str | None:
         if argument in clickables:
             return argument
-        folded = argument.casefold()
-        matches = [label for label in clickables if label.casefold() == folded]
+        folded = " ".join(argument.casefold().split())
+        matches = [label for label in clickables if " ".join(label.casefold().split()) == folded]
         return matches[0] if len(matches) == 1 else None
 
     def _click(self, text: str, argument: str) -> ActionOutcome:
-        folded = argument.casefold()
+        folded = " ".join(argument.casefold().split())
         if self.product is not None:  # on the product page and its attributes page
-            selected = {option_label(a, v).casefold() for a, v in self.selection.items()}
+            selected = {
+                " ".join(option_label(a, v).casefold().split()) for a, v in self.selection.items()
+            }
             if folded in selected:
                 return ActionOutcome(text, "already_selected", f"{argument} is already selected")
             if folded == BUY_NOW and self.missing_axes():

@@ -53,6 +53,7 @@ def normalize_option_text(value: object) -> str:
 
 
 def render_option_value(value: object) -> str:
-    """How the live site shows (and the agent selects) an option value: stripped,
-    `/` as ` | `, lowercased (spec 4 and 5.5)."""
-    return str(value).strip().replace("/", " | ").lower()
+    """How the live site shows (and the agent selects) an option value: `/` as ` | `,
+    lowercased, whitespace runs collapsed, so `S / 均码` becomes `s | 均码` (spec 4 and 5.5).
+    Neither R_opt nor the price lookup sees the difference: both ignore spacing."""
+    return " ".join(str(value).replace("/", " | ").lower().split())

@@ -1,0 +1,255 @@
+"""Reference agents. `OracleAgent` reads the gold (counterfactual checks, solvability tests);
+`HeuristicAgent` sees only what a policy sees: the visible instruction, the persona document
+and the pages. `run_episode` drives either through an environment."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from shared.shopsim.env import ShopEnv
+from shared.shopsim.site import BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE
+from shared.shopsim.task import Task
+from shared.shopsim.types import RewardBreakdown, StepResult, TaskView
+
+
+class Agent(Protocol):
+    def act(self, result: StepResult) -> str: ...
+
+
+@dataclass
+class EpisodeRecord:
+    task_id: str
+    actions: list[str]
+    reward: float
+    breakdown: RewardBreakdown | None
+    steps: int
+
+    @property
+    def success(self) -> bool:
+        return bool(self.breakdown and self.breakdown.r_success == 1)
+
+
+def run_episode(env: ShopEnv, task_id: str, agent: Agent, seed: int = 0) -> EpisodeRecord:
+    episode, result = env.reset(task_id, seed)
+    actions: list[str] = []
+    while not result.done:
+        action = agent.act(result)
+        actions.append(action)
+        result = episode.step(action)
+    return EpisodeRecord(task_id, actions, result.reward, result.breakdown, episode.steps)
+
+
+class OracleAgent:
+    """Searches the gold title, pages until the gold appears, picks the recorded options."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.queries = [task.gold_title, " ".join((task.gold_title, *task.attributes))]
+        self.searched = 0
+
+    def act(self, result: StepResult) -> str:
+        state, task = result.state, self.task
+        if state.page == "search":
+            query = self.queries[min(self.searched, len(self.queries) - 1)]
+            self.searched += 1
+            return f"search[{query}]"
+        if state.page == "results":
+            if task.gold_asin in state.clickables:
+                return f"click[{task.gold_asin}]"
+            return f"click[{NEXT_PAGE if NEXT_PAGE in state.clickables else BACK_TO_SEARCH}]"
+        if state.page == "attributes":
+            return f"click[{PREV_PAGE}]"
+        for axis, value in task.gold_options.items():
+            label = f"{axis}={value}"
+            if label in state.clickables:
+                return f"click[{label}]"
+        return f"click[{BUY_NOW}]"
+
+
+_RESULT_LINE = re.compile(r"^\d+\. (B0[0-9A-Z]{8}) \| (.*) \| (.*)$", re.MULTILINE)
+_PRICE = re.compile(r"\$([\d,]+(?:\.\d+)?)")
+_BUDGET = re.compile(r"(under|around|below|max(?:imum)?|up to)\s*\$([\d,]+(?:\.\d+)?)", re.I)
+
+
+def _money(text: str) -> float | None:
+    match = _PRICE.search(text)
+    return float(match.group(1).replace(",", "")) if match else None
+
+
+def _phrases(text: str) -> list[str]:
+    """Comma / 'and' separated phrases of a clause."""
+    parts = re.split(r",\s*|\s+and\s+", text)
+    return [part.strip(" .").casefold() for part in parts if part.strip(" .")]
+
+
+@dataclass
+class Needs:
+    noun: str
+    attributes: list[str]
+    options: list[str]
+    budget: float | None
+
+
+def read_needs(view: TaskView) -> Needs:
+    """What the instruction and the persona entry for this product type ask for."""
+    text = view.instruction
+    preferences: dict[str, Any] = dict(view.persona.get("shopping_preferences") or {})
+    folded = text.casefold()
+    nouns = sorted((key for key in preferences if key.casefold() in folded), key=len)
+    noun = nouns[-1] if nouns else ""
+    attributes: list[str] = []
+    options: list[str] = []
+    sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", text) if s.strip()]
+    for sentence in sentences:
+        lowered = sentence.casefold()
+        if " with " in lowered and "budget" not in lowered:
+            attributes += _phrases(lowered.split(" with ", 1)[1])
+        elif lowered.startswith("i'd like "):
+            options += [p.split(" ", 1)[-1] if " " in p else p for p in _phrases(lowered[9:])]
+    budget = None
+    match = _BUDGET.search(text)
+    entry = preferences.get(noun) or {}
+    if match is None and isinstance(entry.get("budget"), str):
+        match = _BUDGET.search(entry["budget"])
+    if match:
+        budget = float(match.group(2).replace(",", ""))
+        if match.group(1).casefold() == "around":
+            budget *= 1.1
+    attributes += [str(a).casefold() for a in entry.get("must_have") or []]
+    options_map = entry.get("preferred_options") or {}
+    options += [str(v).casefold() for v in options_map.values()]
+    return Needs(noun, list(dict.fromkeys(attributes)), list(dict.fromkeys(options)), budget)
+
+
+@dataclass
+class HeuristicAgent:
+    """A keyword baseline: search noun + wanted attributes, open the result whose title covers
+    the most of them, select wanted option values (else the first value), buy if the page shows
+    every wanted attribute within budget, otherwise try the next result."""
+
+    view: TaskView
+    max_candidates: int = 4
+    needs: Needs = field(init=False)
+    tried: list[str] = field(default_factory=list)
+    best_partial: str | None = None
+
+    def __post_init__(self) -> None:
+        self.needs = read_needs(self.view)
+        self._results: list[tuple[str, str, str]] = []
+
+    def _query(self) -> str:
+        words = [self.needs.noun or self.view.instruction, *self.needs.attributes]
+        return " ".join(words)
+
+    def _coverage(self, text: str) -> int:
+        folded = text.casefold()
+        return sum(attribute in folded for attribute in self.needs.attributes)
+
+    def act(self, result: StepResult) -> str:
+        state = result.state
+        steps_left = state.max_steps - state.step
+        if state.page == "search":
+            return f"search[{self._query()}]"
+        if state.page == "results":
+            found = _RESULT_LINE.findall(result.observation)
+            if found:
+                self._results = found
+            candidates = [r for r in self._results if r[0] not in self.tried]
+            if not candidates or len(self.tried) >= self.max_candidates:
+                pick = self.best_partial or (self._results[0][0] if self._results else None)
+                if pick is None:
+                    return f"click[{BACK_TO_SEARCH}]"
+                self.tried.append(pick)
+                return f"click[{pick}]"
+
+            def rank(row: tuple[str, str, str]) -> tuple[int, int]:
+                price = _money(row[2])
+                affordable = self.needs.budget is None or (
+                    price is not None and price <= self.needs.budget
+                )
+                return (self._coverage(row[1]), int(affordable))
+
+            best = max(candidates, key=rank)
+            self.tried.append(best[0])
+            return f"click[{best[0]}]"
+        if state.page == "attributes":
+            return f"click[{PREV_PAGE}]"
+        return self._on_item(result, steps_left)
+
+    def _on_item(self, result: StepResult, steps_left: int) -> str:
+        state, needs = result.state, self.needs
+        page = result.observation.split("\nLast action:")[0]
+        options = [c for c in state.clickables if "=" in c]
+        by_axis: dict[str, list[str]] = {}
+        for label in options:
+            axis, value = label.split("=", 1)
+            by_axis.setdefault(axis, []).append(value)
+        missing_line = re.search(r"^Still to choose: (.*)$", page, re.MULTILINE)
+        missing = [a.strip() for a in missing_line.group(1).split(",")] if missing_line else []
+        for axis in missing:
+            values = by_axis.get(axis, [])
+            wanted = [v for v in values if v.casefold() in needs.options]
+            if wanted or values:
+                return f"click[{axis}={(wanted or values)[0]}]"
+        # Switch a chosen value if a wanted one is offered on the same axis.
+        for axis, values in by_axis.items():
+            for value in values:
+                if value.casefold() in needs.options and f"selected {value}" not in page:
+                    return f"click[{axis}={value}]"
+        covered = self._coverage(page) == len(needs.attributes)
+        price = _money(page.split("Price:", 1)[1]) if "Price:" in page else None
+        affordable = needs.budget is None or (price is not None and price <= needs.budget)
+        current = self.tried[-1] if self.tried else None
+        if covered and affordable:
+            return f"click[{BUY_NOW}]"
+        if covered and self.best_partial is None:
+            self.best_partial = current
+        if steps_left <= 2 or len(self.tried) > self.max_candidates:
+            return f"click[{BUY_NOW}]" if BUY_NOW in state.clickables else f"click[{PREV_PAGE}]"
+        return f"click[{PREV_PAGE}]"
+
+
+AgentFactory = Callable[[ShopEnv, str], Agent]
+
+
+def oracle_factory(env: ShopEnv, task_id: str) -> Agent:
+    return OracleAgent(env.task(task_id))
+
+
+def heuristic_factory(env: ShopEnv, task_id: str) -> Agent:
+    return HeuristicAgent(env.task_view(task_id))
+
+
+AGENTS: dict[str, AgentFactory] = {"oracle": oracle_factory, "heuristic": heuristic_factory}
+
+
+def evaluate_agent(
+    env: ShopEnv, agent: str, splits: tuple[str, ...] = ("train", "val", "test"), limit: int = 0
+) -> dict[str, Any]:
+    """Success rate and mean strict reward per split and per difficulty."""
+    factory = AGENTS[agent]
+    table: dict[str, dict[str, list[EpisodeRecord]]] = {}
+    for split in splits:
+        ids = env.task_ids(split)
+        for task_id in ids[:limit] if limit else ids:
+            record = run_episode(env, task_id, factory(env, task_id))
+            difficulty = env.task(task_id).difficulty
+            table.setdefault(split, {}).setdefault(difficulty, []).append(record)
+            table[split].setdefault("all", []).append(record)
+
+    def summary(records: list[EpisodeRecord]) -> dict[str, float]:
+        n = len(records)
+        return {
+            "episodes": n,
+            "success": sum(r.success for r in records) / n if n else 0.0,
+            "r_strict": sum(r.reward for r in records) / n if n else 0.0,
+            "steps": sum(r.steps for r in records) / n if n else 0.0,
+        }
+
+    return {
+        split: {group: summary(records) for group, records in sorted(groups.items())}
+        for split, groups in table.items()
+    }

@@ -1,0 +1,90 @@
+"""Reference agents (the oracle proves solvability) and the `intraskill env` commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.cli import main as intraskill
+from shared.shopsim.agents import HeuristicAgent, OracleAgent, evaluate_agent, run_episode
+from shared.shopsim.env import ShopEnv
+from shared.shopsim.reward.cases import CASE_OUTPUT_KEYS, case_output
+from tests.shopsim.conftest import FIXTURES, load_fixture
+
+
+def test_oracle_solves_at_least_99_percent(env: ShopEnv) -> None:
+    report = evaluate_agent(env, "oracle")
+    for split in ("train", "val", "test"):
+        assert report[split]["all"]["success"] >= 0.99, split
+
+
+def test_heuristic_sees_only_the_policy_view(env: ShopEnv) -> None:
+    task_id = env.task_ids("val")[0]
+    agent = HeuristicAgent(env.task_view(task_id))
+    record = run_episode(env, task_id, agent)
+    assert record.breakdown is not None and 1 <= record.steps <= 30
+    assert not hasattr(agent, "task")
+    report = evaluate_agent(env, "heuristic", limit=10)
+    assert set(report) == {"train", "val", "test"}
+    assert 0.0 <= report["val"]["all"]["success"] <= 1.0
+
+
+def test_oracle_wrong_option_fails(env: ShopEnv) -> None:
+    """A counterfactual: the gold bought with a different value on a goal axis scores 0."""
+    for task_id in env.task_ids("train"):
+        task = env.task(task_id)
+        product = env.world.catalog[task.gold_asin]
+        axes = dict(product.rendered_options())
+        if task.option_axes and len(axes[task.option_axes[0]]) > 1:
+            break
+    else:
+        pytest.skip("no task with a switchable goal option")
+    axis = task.option_axes[0]
+    other = next(v for v in axes[axis] if v != task.gold_options[axis])
+    agent = OracleAgent(task)
+    agent.task = type(task)(**{**task.__dict__, "gold_options": {**task.gold_options, axis: other}})
+    record = run_episode(env, task_id, agent)
+    assert record.breakdown.target_asin_match and record.breakdown.r_success == 0
+
+
+def test_cli_reward_cases_json(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "cases.json"
+    if not path.exists():
+        path = "/work/shared/data/reward-cases/cases.json"
+    assert intraskill(["env", "reward-cases", str(path), "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    cases = load_fixture("cases.json")
+    assert len(lines) == len(cases)
+    for line, case in zip(lines, cases, strict=True):
+        row = json.loads(line)
+        assert list(row) == ["name", *CASE_OUTPUT_KEYS]
+        assert row == json.loads(json.dumps(case_output(case)))
+    assert intraskill(["env", "reward-cases", str(path)]) == 0
+
+
+def test_cli_budget_cases_and_errors(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    path = FIXTURES / "budget_cases.json"
+    if not path.exists():
+        path = "/work/shared/data/reward-cases/budget_cases.json"
+    assert intraskill(["env", "budget-cases", str(path)]) == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert intraskill(["env", "reward-cases", str(bad), "--json"]) == 2
+    wrong = tmp_path / "wrong.json"
+    case = load_fixture("cases.json")[0]
+    case["expected"] = {"r_strict": 0.5}
+    wrong.write_text(json.dumps([case]))
+    assert intraskill(["env", "reward-cases", str(wrong)]) == 1
+
+
+def test_cli_play_and_info(capsys: pytest.CaptureFixture[str], env: ShopEnv) -> None:
+    task_id = env.task_ids("val")[0]
+    task = env.task(task_id)
+    actions = [f"search[{task.gold_title}]", f"click[{task.gold_asin}]"]
+    actions += [f"click[{a}={v}]" for a, v in task.gold_options.items()] + ["click[buy now]"]
+    assert intraskill(["env", "play", "--task", task_id, "--actions", ";".join(actions)]) == 0
+    out = capsys.readouterr().out
+    assert '"r_success": 1' in out
+    assert intraskill(["env", "info", "--preset", "test"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == env.version
