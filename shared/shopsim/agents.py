@@ -94,12 +94,18 @@ class Needs:
 
 
 def read_needs(view: TaskView) -> Needs:
-    """What the instruction and the persona entry for this product type ask for."""
+    """What the instruction and the persona notes that name this product type ask for."""
     text = view.instruction
-    preferences: dict[str, Any] = dict(view.persona.get("shopping_preferences") or {})
     folded = text.casefold()
-    nouns = sorted((key for key in preferences if key.casefold() in folded), key=len)
-    noun = nouns[-1] if nouns else ""
+    notes = [str(note) for note in view.persona.get("shopping_notes") or []]
+    # The product type: the longest noun a note mentions that the instruction also names.
+    nouns = re.findall(
+        r"(?:for|my|get|buying|on|shop for)\s+(?:an?\s+)?([a-z -]+?)[,.]",
+        " ".join(notes).casefold(),
+    )
+    mentioned = sorted({n.strip() for n in nouns if n.strip() and n.strip() in folded}, key=len)
+    noun = mentioned[-1] if mentioned else ""
+    relevant = [note for note in notes if noun and noun in note.casefold()]
     attributes: list[str] = []
     options: list[str] = []
     sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", text) if s.strip()]
@@ -111,16 +117,26 @@ def read_needs(view: TaskView) -> Needs:
             options += [p.split(" ", 1)[-1] if " " in p else p for p in _phrases(lowered[9:])]
     budget = None
     match = _BUDGET.search(text)
-    entry = preferences.get(noun) or {}
-    if match is None and isinstance(entry.get("budget"), str):
-        match = _BUDGET.search(entry["budget"])
+    for note in relevant:
+        lowered = note.casefold()
+        for marker in (" with ", " have ", " for ", " come with "):
+            if marker in lowered and "$" not in lowered and marker != " for ":
+                attributes += _phrases(lowered.rsplit(marker, 1)[1])
+                break
+        else:
+            if lowered.startswith("i always look for "):
+                attributes += _phrases(lowered[len("i always look for ") :].split(" when ")[0])
+        pick = re.search(r"(?:in|pick|choose)\s+(.+?)(?: for me)?\.$", lowered)
+        if pick and "$" not in lowered:
+            options.append(pick.group(1).split(" ", 1)[-1])
+        if match is None and "$" in note:
+            amount = _money(note)
+            approximate = "around" in lowered or "roughly" in lowered
+            budget = None if amount is None else amount * (1.1 if approximate else 1.0)
     if match:
         budget = float(match.group(2).replace(",", ""))
         if match.group(1).casefold() == "around":
             budget *= 1.1
-    attributes += [str(a).casefold() for a in entry.get("must_have") or []]
-    options_map = entry.get("preferred_options") or {}
-    options += [str(v).casefold() for v in options_map.values()]
     return Needs(noun, list(dict.fromkeys(attributes)), list(dict.fromkeys(options)), budget)
 
 

@@ -69,6 +69,17 @@ _HOBBIES = ("runs on weekends", "cooks for a big family", "works from a small ap
 _TIERS = ("frugal", "moderate", "premium")
 _OPENERS = ("I'm looking for {noun}", "I need {noun}", "Help me find {noun}",
             "I want to buy {noun}", "Please find me {noun}")  # fmt: skip
+_MUST_NOTES = ("For {noun}, I only buy ones with {items}.",
+               "My {noun} has to have {items}.",
+               "I always look for {items} when I shop for {a_noun}.",
+               "Whenever I get {a_noun}, it must come with {items}.")  # fmt: skip
+_OPTION_NOTES = ("I want my {noun} in {axis} {value}.",
+                 "For {a_noun} I always pick {axis} {value}.",
+                 "When buying {a_noun}, choose {axis} {value} for me.")  # fmt: skip
+_HARD_BUDGET_NOTES = ("I never spend more than {money} on {a_noun}.",
+                      "My limit for {a_noun} is {money}.")  # fmt: skip
+_APPROX_BUDGET_NOTES = ("I usually spend around {money} on {a_noun}.",
+                        "Roughly {money} is what I pay for {a_noun}.")  # fmt: skip
 _MASS_NOUNS = {"dog food", "cat litter", "green tea", "olive oil", "shampoo"}
 
 
@@ -237,30 +248,50 @@ class _Generator:
         return draft
 
     # -- personas ---------------------------------------------------------------------------
+    def _notes(self, noun: str, entry: dict[str, Any]) -> list[str]:
+        """Persona-carried constraints as first-person sentences: each keeps the exact
+        attribute or option phrase (so the reward can match it) and names the product type."""
+        rng, article = self.rng, with_article(noun)
+        notes = []
+        must = entry.get("must_have") or []
+        if must:
+            template = rng.choice(_MUST_NOTES)
+            notes.append(template.format(noun=noun, a_noun=article, items=join_words(must)))
+        for axis, value in (entry.get("options") or {}).items():
+            template = rng.choice(_OPTION_NOTES)
+            notes.append(template.format(noun=noun, a_noun=article, axis=axis, value=value))
+        if entry.get("budget"):
+            amount, approximate = entry["budget"]
+            template = _APPROX_BUDGET_NOTES if approximate else _HARD_BUDGET_NOTES
+            notes.append(rng.choice(template).format(a_noun=article, money=money(amount)))
+        return notes
+
     def persona(self, drafts: list[_Draft], index: int) -> dict[str, Any]:
         rng, compact = self.rng, self.settings.persona_detail == "compact"
         first, last = rng.choice(_FIRST), rng.choice(_LAST)
         age, job, place = rng.randint(21, 72), rng.choice(_JOBS), rng.choice(_PLACES)
-        preferences: dict[str, dict[str, Any]] = {}
+        notes: list[str] = []
         for draft in drafts:
             entry: dict[str, Any] = {}
             must = [a for a in draft.attributes if f"attribute:{a}" in draft.hidden]
             if draft.redundant:
                 must.append(draft.redundant)
-            if must:
-                entry["must_have"] = must
-            chosen = {axis: v for axis, v in draft.options if f"option:{axis}" in draft.hidden}
-            if chosen:
-                entry["preferred_options"] = chosen
+            entry["must_have"] = must
+            entry["options"] = {
+                axis: value for axis, value in draft.options if f"option:{axis}" in draft.hidden
+            }
             if draft.budget is not None and "budget" in draft.hidden:
-                entry["budget"] = budget_phrase(draft.budget[0], draft.budget[2])
-            if entry:
-                preferences[draft.sub.noun] = entry
+                entry["budget"] = (draft.budget[0], draft.budget[2])
+            notes += self._notes(draft.sub.noun, entry)
         taken = {draft.sub.name for draft in drafts}
         others = [s for s in self.generated.subcategories if s.name not in taken]
-        for sub in rng.sample(others, 1 if compact else rng.randint(1, 3)):
-            values = rng.sample(sub.values(), rng.randint(1, 2))
-            preferences[sub.noun] = {"must_have": values}
+        for sub in rng.sample(others, 1 if compact else rng.randint(2, 3)):
+            noise: dict[str, Any] = {"must_have": rng.sample(sub.values(), rng.randint(1, 2))}
+            if rng.random() < 0.4:
+                axis = rng.choice(sub.axes)
+                noise["options"] = {axis.name: rng.choice(axis.values)}
+            notes += self._notes(sub.noun, noise)
+        rng.shuffle(notes)
         gold_brands = {draft.gold.brand for draft in drafts}
         all_brands = sorted({family.brand for family in self.generated.families})
         favorite = rng.sample(all_brands, min(2, len(all_brands)))
@@ -281,7 +312,7 @@ class _Generator:
         persona["favorite_brands"] = sorted(set(favorite))
         if avoided and not compact:
             persona["avoided_brands"] = [rng.choice(avoided)]
-        persona["shopping_preferences"] = dict(sorted(preferences.items()))
+        persona["shopping_notes"] = notes
         searches = []
         for sub in rng.sample(self.generated.subcategories, 1 if compact else 3):
             searches.append(f"{sub.noun} {rng.choice(sub.values())}")
