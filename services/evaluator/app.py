@@ -1,0 +1,191 @@
+"""The evaluator service: gate and evaluation jobs over HTTP (POST -> 202 + job id, GET polls).
+
+    intraskill gate serve --port 8100       # reads EVALUATOR_* settings
+
+Routes are thin: validate, plan what is cheap to check now (so a bad request is a 4xx naming
+the field, not a failed job), submit the job.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
+
+from services.evaluator.decision import decide
+from services.evaluator.design import DesignError
+from services.evaluator.fit import FitError
+from services.evaluator.jobs import JobStore
+from services.evaluator.records import load_gate_run
+from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
+from services.evaluator.schemas import (
+    EvalJobCreate,
+    GateJobCreate,
+    JobPublic,
+    RefitCreate,
+)
+from services.evaluator.service import gate_job, plan_gate_job, registry_error_status
+from services.evaluator.settings import EvaluatorSettings
+from shared.registry_api.client import RegistryClient, RegistryError
+
+TaskSource = Callable[[str], list[str]]
+
+
+def _job_store(request: Request) -> JobStore:
+    return request.app.state.jobs
+
+
+Jobs = Annotated[JobStore, Depends(_job_store)]
+
+
+def _unprocessable(loc: list[str], message: str) -> HTTPException:
+    return HTTPException(
+        422,
+        detail=[{"loc": ["body", *loc], "msg": message, "type": "value_error"}],
+    )
+
+
+def create_app(
+    settings: EvaluatorSettings | None = None,
+    *,
+    runner_factory: RunnerFactory | None = None,
+    client_factory: Callable[[], RegistryClient] | None = None,
+    task_source: TaskSource | None = None,
+) -> FastAPI:
+    """The app; the factories default to the agent runtime, the registry and the ShopSim world."""
+    settings = settings or EvaluatorSettings()
+    runners = runner_factory or agent_runner_factory(settings)
+    clients = client_factory or settings.registry_client
+
+    @functools.cache
+    def default_tasks(split: str) -> list[str]:
+        return list(make_env(settings).task_ids(split))
+
+    tasks_of = task_source or default_tasks
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.jobs = JobStore(settings.jobs_dir, max_workers=settings.max_workers)
+        yield
+        app.state.jobs.shutdown()
+
+    app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
+
+    def select_tasks(split: str, task_ids: list[str] | None, n_tasks: int | None) -> list[str]:
+        available = tasks_of(split)
+        if task_ids is not None:
+            unknown = sorted(set(task_ids) - set(available))
+            if unknown:
+                raise _unprocessable(
+                    ["task_ids"], f"not in split {split!r}: {', '.join(unknown[:5])}"
+                )
+            if len(set(task_ids)) != len(task_ids):
+                raise _unprocessable(["task_ids"], "task ids must be distinct")
+            chosen = list(task_ids)
+        else:
+            chosen = list(available)
+        if n_tasks is not None:
+            if n_tasks > len(chosen):
+                raise _unprocessable(["n_tasks"], f"only {len(chosen)} tasks available")
+            chosen = chosen[:n_tasks]
+        return chosen
+
+    def job_public(job) -> JobPublic:
+        return JobPublic(**job.as_dict())
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/gate-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    def create_gate_job(body: GateJobCreate, store: Jobs, response: Response) -> JobPublic:
+        """Plan a gate now (registry reads, rank check), run its rollouts as a job."""
+        if body.bare_from_job is not None:
+            earlier = store.get(body.bare_from_job)
+            if earlier is None or earlier.kind != "gate":
+                raise _unprocessable(["bare_from_job"], f"no gate job {body.bare_from_job!r}")
+        task_ids = select_tasks(settings.split, body.task_ids, body.n_tasks)
+        client = clients()
+        try:
+            planned = plan_gate_job(body, client, settings, task_ids)
+        except RegistryError as error:
+            raise HTTPException(registry_error_status(error), detail=str(error)) from None
+        except DesignError as error:
+            raise _unprocessable(["task_ids"], str(error)) from None
+        finally:
+            client.close()
+        work = gate_job(
+            planned,
+            client_factory=clients,
+            runner_factory=runners,
+            jobs_root=settings.jobs_dir,
+        )
+        job = store.submit("gate", body.model_dump(mode="json"), work)
+        response.headers["Location"] = f"/v1/gate-jobs/{job.id}"
+        return job_public(job)
+
+    @app.post("/v1/eval-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    def create_eval_job(body: EvalJobCreate, store: Jobs, response: Response) -> JobPublic:
+        """Test-set evaluation of several conditions, one rollout per task each, as a job."""
+        from services.evaluator.evaluation import eval_job, plan_eval_job
+
+        task_ids = select_tasks(body.split, body.task_ids, body.n_tasks)
+        client = clients()
+        try:
+            planned = plan_eval_job(body, client, settings, task_ids)
+        except RegistryError as error:
+            raise HTTPException(registry_error_status(error), detail=str(error)) from None
+        except ValueError as error:
+            raise _unprocessable(["conditions"], str(error)) from None
+        finally:
+            client.close()
+        work = eval_job(planned, runner_factory=runners, client_factory=clients)
+        job = store.submit("eval", body.model_dump(mode="json"), work)
+        response.headers["Location"] = f"/v1/eval-jobs/{job.id}"
+        return job_public(job)
+
+    def get_job(store: JobStore, kind: str, job_id: str) -> JobPublic:
+        job = store.get(job_id)
+        if job is None or job.kind != kind:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no {kind} job {job_id!r}")
+        return job_public(job)
+
+    @app.get("/v1/gate-jobs/{job_id}", response_model=JobPublic)
+    def read_gate_job(job_id: str, store: Jobs) -> JobPublic:
+        return get_job(store, "gate", job_id)
+
+    @app.get("/v1/eval-jobs/{job_id}", response_model=JobPublic)
+    def read_eval_job(job_id: str, store: Jobs) -> JobPublic:
+        return get_job(store, "eval", job_id)
+
+    @app.get("/v1/gate-jobs", response_model=list[JobPublic])
+    def list_gate_jobs(
+        store: Jobs, status_filter: Annotated[str | None, Query(alias="status")] = None
+    ) -> list[JobPublic]:
+        return [
+            job_public(job)
+            for job in store.list("gate")
+            if status_filter is None or job.status == status_filter
+        ]
+
+    @app.post("/v1/refits")
+    def refit(body: RefitCreate) -> dict[str, Any]:
+        """Re-fit and re-select a stored gate from its raw observations (synchronous)."""
+        client = clients()
+        try:
+            design, observations, solver = load_gate_run(body.gate_run_id, client)
+            decision = decide(
+                design, observations, budget=body.budget, solver=body.solver or solver
+            )
+        except LookupError as error:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(error)) from None
+        except (DesignError, FitError) as error:
+            raise _unprocessable(["gate_run_id"], str(error)) from None
+        finally:
+            client.close()
+        return decision.as_json(intervals=True)
+
+    return app

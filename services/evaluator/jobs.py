@@ -1,0 +1,126 @@
+"""Async jobs: `submit` returns at once with an id; the work runs on a worker thread.
+
+A job's state is kept in memory and mirrored to `<jobs_dir>/<id>/job.json` after every change,
+so a job's outcome survives the process; jobs that were queued or running when the process
+stopped are reported as failed ("interrupted") on the next start, never silently lost.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+JobStatus = Literal["queued", "running", "succeeded", "failed"]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    request: dict[str, Any]
+    status: JobStatus = "queued"
+    created_at: str = field(default_factory=_now)
+    started_at: str | None = None
+    finished_at: str | None = None
+    progress: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class JobContext:
+    """What a running job sees: its folder and a progress reporter."""
+
+    def __init__(self, store: JobStore, job: Job) -> None:
+        self._store, self.job = store, job
+        self.folder = store.folder(job.id)
+
+    def progress(self, stage: str, done: int, total: int) -> None:
+        self._store.update(self.job.id, progress={"stage": stage, "done": done, "total": total})
+
+
+Work = Callable[[JobContext], dict[str, Any]]
+
+
+class JobStore:
+    def __init__(self, root: Path, *, max_workers: int = 1) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaluator-job")
+        self._load()
+
+    def folder(self, job_id: str) -> Path:
+        path = self.root / job_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _load(self) -> None:
+        for path in sorted(self.root.glob("*/job.json")):
+            try:
+                job = Job(**json.loads(path.read_text(encoding="utf-8")))
+            except (ValueError, TypeError):
+                continue
+            if job.status in ("queued", "running"):
+                job.status, job.error, job.finished_at = "failed", "interrupted", _now()
+                self._write(job)
+            self._jobs[job.id] = job
+
+    def _write(self, job: Job) -> None:
+        path = self.folder(job.id) / "job.json"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(job.as_dict(), indent=1), encoding="utf-8")
+        temporary.replace(path)
+
+    def update(self, job_id: str, **changes: Any) -> Job:
+        with self._lock:
+            job = self._jobs[job_id]
+            for key, value in changes.items():
+                setattr(job, key, value)
+            self._write(job)
+            return job
+
+    def submit(self, kind: str, request: dict[str, Any], work: Work) -> Job:
+        job = Job(id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, request=request)
+        with self._lock:
+            self._jobs[job.id] = job
+            self._write(job)
+        self._pool.submit(self._run, job, work)
+        return job
+
+    def _run(self, job: Job, work: Work) -> None:
+        self.update(job.id, status="running", started_at=_now())
+        try:
+            result = work(JobContext(self, job))
+        except Exception as error:  # a job's failure is its result; the service goes on
+            detail = f"{type(error).__name__}: {error}"
+            (self.folder(job.id) / "traceback.txt").write_text(traceback.format_exc())
+            self.update(job.id, status="failed", error=detail, finished_at=_now())
+            return
+        self.update(job.id, status="succeeded", result=result, finished_at=_now())
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def list(self, kind: str | None = None) -> list[Job]:
+        with self._lock:
+            return [job for job in self._jobs.values() if kind is None or job.kind == kind]
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

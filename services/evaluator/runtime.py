@@ -1,0 +1,69 @@
+"""Building the rollout path from settings: ShopSim environment, policy backend, runner.
+
+Heavy imports (torch, transformers) happen only here and only when a job needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from services.evaluator.rollouts import AgentRolloutRunner, RolloutRunner
+from services.evaluator.settings import EvaluatorSettings
+
+# (checkpoint id, weights uri or None, split) -> runner
+RunnerFactory = Callable[[str, str | None, str], RolloutRunner]
+
+
+def make_env(settings: EvaluatorSettings):
+    from shared.shopsim.env import ShopEnv
+
+    if settings.env_path:
+        return ShopEnv.load(settings.env_path)
+    return ShopEnv.from_preset(settings.env_preset)
+
+
+def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | None):
+    """The policy backend serving `checkpoint_id` (weights at `uri` for in-process backends)."""
+    if settings.backend == "openai":
+        from shared.agent.backends.openai_backend import OpenAIBackend
+
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        return OpenAIBackend(
+            settings.openai_base_url,  # type: ignore[arg-type]
+            settings.openai_model,  # type: ignore[arg-type]
+            api_key=key,
+            checkpoint_id=checkpoint_id,
+            concurrency=settings.concurrency,
+        )
+    if not uri:
+        raise LookupError(
+            f"checkpoint {checkpoint_id!r} has no weights uri for the transformers backend"
+        )
+    from shared.agent.backends.transformers_backend import TransformersBackend
+
+    return TransformersBackend.from_pretrained(
+        uri, device=settings.device, dtype=settings.dtype, checkpoint_id=checkpoint_id
+    )
+
+
+def rollout_config(settings: EvaluatorSettings):
+    from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
+    from shared.agent.runner import RolloutConfig
+
+    decoding = PAPER_DECODING if settings.decoding == "paper" else CPU_DECODING
+    extra = {"prompt_version": settings.prompt_version} if settings.prompt_version else {}
+    return RolloutConfig(
+        decoding=decoding, concurrency=settings.concurrency, max_turns=settings.max_turns, **extra
+    )
+
+
+def agent_runner_factory(settings: EvaluatorSettings) -> RunnerFactory:
+    """Runners through the agent runtime's batched engine, one backend per checkpoint."""
+
+    def factory(checkpoint_id: str, uri: str | None, split: str) -> RolloutRunner:
+        backend = make_backend(settings, checkpoint_id, uri)
+        return AgentRolloutRunner(
+            make_env(settings), backend, rollout_config(settings), split=split
+        )
+
+    return factory

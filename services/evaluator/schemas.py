@@ -1,0 +1,84 @@
+"""The evaluator service's wire schemas (requests and job documents)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.evaluator.fit import Solver
+
+Slug = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+class GateJobCreate(BaseModel):
+    """Run an interval gate on a frozen checkpoint: base bank (alias) + the round's candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    round: int = Field(ge=0, le=10_000)
+    checkpoint_id: str = Slug
+    alias: str = Field("current", min_length=1, max_length=64)
+    base_bank_id: int | None = Field(None, ge=1, description="default: the alias's bank")
+    candidate_ids: list[int] | None = Field(
+        None, max_length=64, description="default: the round's proposed candidates"
+    )
+    task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
+    n_tasks: int | None = Field(None, ge=1, le=100_000, description="first n tasks of the split")
+    mask_seed: int | None = Field(None, ge=0, le=2**62)
+    budget: int | None = Field(None, ge=1, le=64)
+    max_retries: int | None = Field(None, ge=0, le=10)
+    solver: Solver = "statsmodels"
+    move_alias: bool = True
+    bare_from_job: str | None = Field(
+        None, max_length=80, description="reuse the bare rollouts of an earlier job"
+    )
+
+
+class ConditionIn(BaseModel):
+    """One evaluation condition: a checkpoint, and a bank (id or alias) or none (bare)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_./+-]+$")
+    checkpoint_id: str = Slug
+    bank_id: int | None = Field(None, ge=1)
+    bank_alias: str | None = Field(None, min_length=1, max_length=64)
+
+
+class EvalJobCreate(BaseModel):
+    """Test-set evaluation: every condition on the same tasks, one rollout per task each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conditions: list[ConditionIn] = Field(min_length=1, max_length=16)
+    split: str = Field("test", min_length=1, max_length=32)
+    task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
+    n_tasks: int | None = Field(None, ge=1, le=100_000)
+    comparisons: list[tuple[str, str]] | None = Field(
+        None, max_length=64, description="(a, b) pairs reported as a - b; default: the paper's"
+    )
+    resamples: int | None = Field(None, ge=100, le=1_000_000)
+    seed: int | None = None
+    max_retries: int | None = Field(None, ge=0, le=10)
+
+
+class RefitCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    gate_run_id: int = Field(ge=1)
+    solver: Solver | None = None
+    budget: int | None = Field(None, ge=1, le=64)
+
+
+class JobPublic(BaseModel):
+    id: str
+    kind: str
+    status: Literal["queued", "running", "succeeded", "failed"]
+    request: dict[str, Any]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    progress: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None

@@ -1,0 +1,159 @@
+"""What the evaluator's jobs do: a gate job and an evaluation job, each one plain function.
+
+The HTTP layer (`app.py`) validates a request, plans synchronously what is cheap to check (the
+registry's bank and candidates, the design's rank), then hands the rest to a job.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.evaluator.design import DesignError
+from services.evaluator.gate_run import run_gate
+from services.evaluator.jobs import JobContext
+from services.evaluator.pairing import (
+    IdentityMismatch,
+    RolloutIdentity,
+    RolloutRecord,
+    check_identity,
+)
+from services.evaluator.records import RegistryGate, open_gate_run, plan_gate, record_gate
+from services.evaluator.runtime import RunnerFactory
+from services.evaluator.schemas import GateJobCreate
+from services.evaluator.settings import EvaluatorSettings
+from shared.registry_api.client import RegistryClient, RegistryError
+from shared.registry_api.schemas import GateStatus
+
+RECORDS_FILE = "records.jsonl"
+
+
+class RecordLog:
+    """Append-only JSONL of rollout records, fsynced per line (a crash loses at most one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def __call__(self, record: RolloutRecord) -> None:
+        line = json.dumps(record.as_dict(), ensure_ascii=False)
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+
+
+def read_records(path: Path) -> list[RolloutRecord]:
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(RolloutRecord.from_dict(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f"{path}:{number}: not a rollout record ({error})") from None
+    return records
+
+
+@dataclass
+class PlannedGate:
+    request: GateJobCreate
+    gate: RegistryGate
+
+
+def plan_gate_job(
+    request: GateJobCreate,
+    client: RegistryClient,
+    settings: EvaluatorSettings,
+    task_ids: Sequence[str],
+) -> PlannedGate:
+    """The registry reads and the pre-rollout design checks; raises on anything wrong."""
+    gate = plan_gate(
+        client,
+        task_ids=task_ids,
+        round=request.round,
+        alias=request.alias,
+        base_bank_id=request.base_bank_id,
+        candidate_ids=request.candidate_ids,
+        mask_seed=settings.mask_seed if request.mask_seed is None else request.mask_seed,
+        split=settings.split,
+        budget=settings.budget if request.budget is None else request.budget,
+        max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
+        solver=request.solver,
+    )
+    gate.plan.check()
+    return PlannedGate(request, gate)
+
+
+def check_runner_identity(
+    identity: RolloutIdentity, *, checkpoint_id: str, bare: Sequence[RolloutRecord]
+) -> None:
+    """Refuse to start when the runner serves another checkpoint or a reused bare run differs."""
+    if identity.checkpoint_id != checkpoint_id:
+        raise IdentityMismatch(
+            "checkpoint_id", checkpoint_id, identity.checkpoint_id, "gate job vs policy backend"
+        )
+    for record in bare:
+        check_identity(identity, record.identity, context="reused bare run")
+
+
+def gate_job(
+    planned: PlannedGate,
+    *,
+    client_factory: Callable[[], RegistryClient],
+    runner_factory: RunnerFactory,
+    jobs_root: Path,
+) -> Callable[[JobContext], dict[str, Any]]:
+    """The work of one gate job (runs on a job thread)."""
+    request, gate = planned.request, planned.gate
+
+    def work(context: JobContext) -> dict[str, Any]:
+        client = client_factory()
+        try:
+            context.progress("loading policy", 0, 1)
+            uri = client.get_checkpoint(request.checkpoint_id).uri
+            runner = runner_factory(request.checkpoint_id, uri, gate.plan.design.split)
+            bare: list[RolloutRecord] | None = None
+            if request.bare_from_job:
+                path = jobs_root / request.bare_from_job / RECORDS_FILE
+                if not path.is_file():
+                    raise DesignError(f"bare_from_job: no records for job {request.bare_from_job}")
+                bare = [r for r in read_records(path) if r.arm == "bare"]
+            check_runner_identity(
+                runner.identity, checkpoint_id=request.checkpoint_id, bare=bare or []
+            )
+            run = open_gate_run(client, gate, round=request.round, identity=runner.identity)
+            try:
+                outcome = run_gate(
+                    gate.plan,
+                    runner,
+                    bare_records=bare,
+                    on_record=RecordLog(context.folder / RECORDS_FILE),
+                    progress=context.progress,
+                )
+            except Exception as error:
+                client.close_gate_run(run.id, GateStatus.failed, note=str(error)[:4000])
+                raise
+            recorded = record_gate(
+                client, gate, run, outcome, round=request.round, move_alias=request.move_alias
+            )
+            summary = {**outcome.summary(), "registry": recorded.as_dict()}
+            (context.folder / "gate.json").write_text(json.dumps(summary, indent=1))
+            return summary
+        finally:
+            client.close()
+
+    return work
+
+
+def registry_error_status(error: RegistryError) -> int:
+    """The status the evaluator answers with when planning hit a registry error."""
+    if error.status_code in (404, 409, 422):
+        return 422  # the request named something the registry does not have or refuses
+    if error.status_code in (401, 403):
+        return 502  # our own token is wrong: a deployment problem, not the caller's
+    return 503

@@ -1,0 +1,57 @@
+"""The evaluator's one settings class, read from the environment (prefix EVALUATOR_) at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
+
+
+class EvaluatorSettings(BaseSettings):
+    """Registry access, gate defaults, and how rollouts run (environment, backend, decoding)."""
+
+    model_config = SettingsConfigDict(env_prefix="EVALUATOR_", env_file=".env", extra="ignore")
+
+    registry_url: str = Field("http://127.0.0.1:8000", description="registry base URL")
+    registry_token: SecretStr | None = Field(None, description="bearer token, evaluator role")
+    jobs_dir: Path = Field(Path("runs") / "evaluator", description="job state, records, reports")
+    max_workers: int = Field(1, ge=1, le=16, description="jobs run at once (one per accelerator)")
+
+    mask_seed: int = Field(DEFAULT_MASK_SEED, ge=0, le=2**62)
+    budget: int = Field(DEFAULT_BUDGET, ge=1, le=64, description="K, chunks kept at most")
+    split: str = Field(DEFAULT_SPLIT, description="validation split of gates")
+    max_retries: int = Field(2, ge=0, le=10, description="reruns of a technically failed rollout")
+    bootstrap_resamples: int = Field(10_000, ge=100, le=1_000_000)
+    bootstrap_seed: int = Field(20260901)
+
+    env_preset: str = Field("cpu", description="ShopSim preset (paper, cpu, test)")
+    env_path: str | None = Field(None, description="a ShopSim world folder; overrides the preset")
+    prompt_version: str | None = Field(None, description="prompt layout; None: the runtime's")
+    decoding: Literal["paper", "cpu"] = "cpu"
+    concurrency: int = Field(16, ge=1, le=1024, description="episodes live at once")
+    max_turns: int | None = Field(None, ge=1, description="step cap below the environment's")
+
+    backend: Literal["transformers", "openai"] = "transformers"
+    device: str = "cpu"
+    dtype: str = "float32"
+    openai_base_url: str | None = None
+    openai_model: str | None = None
+    openai_api_key: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> EvaluatorSettings:
+        if self.backend == "openai" and not (self.openai_base_url and self.openai_model):
+            raise ValueError("backend openai needs EVALUATOR_OPENAI_BASE_URL and _OPENAI_MODEL")
+        return self
+
+    def registry_client(self):
+        """A client for the registry with this service's token."""
+        from shared.registry_api.client import RegistryClient
+
+        if self.registry_token is None:
+            raise LookupError("EVALUATOR_REGISTRY_TOKEN is not set")
+        return RegistryClient(self.registry_url, self.registry_token.get_secret_value())

@@ -1,0 +1,326 @@
+"""The gate service end to end: HTTP jobs, simulated rollouts (test double), a live registry."""
+
+import itertools
+import time
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+from registry_server import TOKENS
+
+from services.evaluator import cli
+from services.evaluator.app import create_app
+from services.evaluator.pairing import RolloutIdentity
+from services.evaluator.rollouts import SimulatedRolloutRunner
+from services.evaluator.settings import EvaluatorSettings
+from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
+from shared.chunks import ChunkContent
+from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import CardOutcome, DeployableAbstraction, GateStatus
+
+TASKS = [f"task-{i:06d}" for i in range(240)]
+ROUNDS = itertools.count(100)
+
+
+def content(tag: str) -> ChunkContent:
+    return ChunkContent(
+        title=f"Check the size first ({tag})",
+        applies_when="the task names a size",
+        procedure=["open the item", f"select the size ({tag})"],
+        verify="the size is selected",
+        avoid="buying before choosing a size",
+    )
+
+
+def client(url, role="evaluator") -> RegistryClient:
+    return RegistryClient(url, TOKENS[role])
+
+
+@pytest.fixture
+def world(registry_url):
+    """A frozen bank of four chunks behind a fresh alias, one ADD and one REWRITE candidate."""
+    tag = uuid.uuid4().hex[:6]
+    round_number = next(ROUNDS)
+    analyst, evaluator, trainer = (
+        client(registry_url, r) for r in ("analyst", "evaluator", "trainer")
+    )
+    checkpoint = f"ckpt-{tag}"
+    trainer.create_checkpoint(checkpoint, uri=f"file:///weights/{tag}", step=20, round=round_number)
+    chunks = {
+        name: analyst.create_chunk(f"{name}-{tag}", content(f"{name}-{tag}"))
+        for name in ("c1", "c2", "c3", "c4")
+    }
+    bank = evaluator.create_bank(
+        [
+            {"chunk_version_id": c.latest.id, "rho": 0.5, "coefficient": 0.01}
+            for c in chunks.values()
+        ],
+        round=round_number,
+    )
+    evaluator.freeze_bank(bank.id)
+    alias = f"cur-{tag}"
+    evaluator.create_alias(alias, bank.id, reason="test setup")
+    card = analyst.create_card(
+        {
+            "round": round_number,
+            "task_id": "task-000001",
+            "outcome": CardOutcome.ADD,
+            "eligible": True,
+            "deployable": DeployableAbstraction(
+                failure_mechanism="m", applicable_when="a", observable_trigger="t",
+                corrective_procedure="p", verification_step="v",
+            ),
+        }
+    )  # fmt: skip
+    add = analyst.create_candidate(
+        {"round": round_number, "operation": "ADD", "slug": f"n1-{tag}",
+         "content": content(f"n1-{tag}"), "source_card_ids": [card.id]}
+    )  # fmt: skip
+    rewrite = analyst.create_candidate(
+        {"round": round_number, "operation": "REWRITE", "target_chunk_id": chunks["c1"].id,
+         "content": content(f"c1-rewrite-{tag}"), "source_card_ids": [card.id]}
+    )  # fmt: skip
+    ids = {
+        "c1": f"c1-{tag}@1", "c1_new": f"c1-{tag}@{rewrite.version}", "c2": f"c2-{tag}@1",
+        "c3": f"c3-{tag}@1", "c4": f"c4-{tag}@1", "n1": f"n1-{tag}@1",
+    }  # fmt: skip
+    yield {
+        "tag": tag, "round": round_number, "checkpoint": checkpoint, "bank": bank, "alias": alias,
+        "ids": ids, "chunks": chunks, "add": add, "rewrite": rewrite,
+    }  # fmt: skip
+    for c in (analyst, evaluator, trainer):
+        c.close()
+
+
+def effects(ids):
+    return {
+        ids["c1"]: 0.0, ids["c1_new"]: 0.25, ids["c2"]: 0.2, ids["c3"]: -0.25,
+        ids["c4"]: 0.0, ids["n1"]: 0.3,
+    }  # fmt: skip
+
+
+def make_app(registry_url, tmp_path, *, fail=None, checkpoint_override=None, on_runner=None):
+    settings = EvaluatorSettings(
+        registry_url=registry_url, registry_token=TOKENS["evaluator"], jobs_dir=tmp_path / "jobs"
+    )
+    state = {}
+
+    def runner_factory(checkpoint_id, uri, split):
+        state["uri"] = uri
+        if on_runner is not None:
+            on_runner()
+        identity = RolloutIdentity(
+            checkpoint_override or checkpoint_id, "dec", "layout", "fp", "shopsim-test", split
+        )
+        policy = SimulatedPolicy(state["effects"], uniform_base_rate(0.25, 0.35), seed=1)
+        return SimulatedRolloutRunner(policy, identity, fail=fail)
+
+    app = create_app(settings, runner_factory=runner_factory, task_source=lambda split: TASKS)
+    return app, state, settings
+
+
+def wait(http: TestClient, location: str, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = http.get(location).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+
+
+def test_complete_gate_records_everything_and_moves_the_alias(
+    registry_url, world, tmp_path, capsys
+):
+    app, state, _ = make_app(registry_url, tmp_path)
+    state["effects"] = effects(world["ids"])
+    ids = world["ids"]
+    with TestClient(app) as http:
+        answer = http.post(
+            "/v1/gate-jobs",
+            json={
+                "round": world["round"],
+                "checkpoint_id": world["checkpoint"],
+                "alias": world["alias"],
+            },
+        )
+        assert answer.status_code == 202, answer.text
+        assert answer.headers["location"] == f"/v1/gate-jobs/{answer.json()['id']}"
+        job = wait(http, answer.headers["location"])
+        assert job["status"] == "succeeded", job["error"]
+        result = job["result"]
+        assert state["uri"] == f"file:///weights/{world['tag']}"
+        assert result["status"] == "complete" and result["paired"] == len(TASKS)
+        decision = result["decision"]
+        # the rewrite wins its family, the harmful and the null chunks go, the ADD is admitted
+        assert decision["selected"] == [ids["c1_new"], ids["c2"], ids["n1"]]
+        assert decision["status"][ids["c1"]] == "rewrite_loser"
+        assert decision["status"][ids["c3"]] == "retired"
+        recorded = result["registry"]
+        assert recorded["alias_moved"] is True
+
+        registry = client(registry_url)
+        run = registry.get_gate_run(recorded["gate_run_id"])
+        assert run.status == GateStatus.complete and run.n_observations == len(TASKS)
+        assert run.mask_seed == 20260901 and run.checkpoint_id == world["checkpoint"]
+        stored = registry.get_gate_decision(run.id)
+        rows = {f"{row.slug}@{row.version}": row for row in stored.rows}
+        assert rows[ids["n1"]].coefficients["r_strict"] == pytest.approx(
+            decision["coefficients"][ids["n1"]], abs=1e-12
+        )
+        assert set(rows[ids["n1"]].coefficients) == {
+            "r_strict", "r_success", "r_type", "r_att", "r_option", "r_price", "r_loose"
+        }  # fmt: skip
+        assert rows[ids["n1"]].hc3_se["r_strict"] > 0
+        new_bank = registry.get_bank_by_alias(world["alias"])
+        assert new_bank.id == recorded["bank_id"] and new_bank.content_hash is not None
+        assert new_bank.parent_bank_id == world["bank"].id and new_bank.round == world["round"] + 1
+        assert [(e.slug, e.version) for e in new_bank.entries] == [
+            (f"c1-{world['tag']}", world["rewrite"].version),  # keeps c1's logical slot
+            (f"c2-{world['tag']}", 1),
+            (f"n1-{world['tag']}", 1),
+        ]
+        assert max(e.rho for e in new_bank.entries) == pytest.approx(0.9)
+        assert [e.rho for e in new_bank.entries] == pytest.approx(
+            [decision["next_rho"][vid] for vid in decision["selected"]]
+        )
+
+        # the stored gate re-fits to the same decision: over HTTP and with the CLI
+        refit = http.post("/v1/refits", json={"gate_run_id": run.id}).json()
+        assert refit["selected"] == decision["selected"]
+        assert refit["coefficients"] == pytest.approx(decision["coefficients"], abs=1e-12)
+        registry.close()
+    import os
+
+    os.environ["EVALUATOR_REGISTRY_URL"] = registry_url
+    os.environ["EVALUATOR_REGISTRY_TOKEN"] = TOKENS["reader"]
+    try:
+        assert cli.main(["refit", str(run.id), "--json"]) == 0
+    finally:
+        del os.environ["EVALUATOR_REGISTRY_URL"], os.environ["EVALUATOR_REGISTRY_TOKEN"]
+    import json
+
+    assert json.loads(capsys.readouterr().out)["selected"] == decision["selected"]
+
+
+def test_incomplete_gate_lists_unpaired_tasks_and_adopts_nothing(registry_url, world, tmp_path):
+    broken = {TASKS[3], TASKS[7]}
+    app, state, _ = make_app(
+        registry_url, tmp_path, fail=lambda r: r.task_id in broken and r.arm == "bare"
+    )
+    state["effects"] = effects(world["ids"])
+    with TestClient(app) as http:
+        answer = http.post(
+            "/v1/gate-jobs",
+            json={
+                "round": world["round"],
+                "checkpoint_id": world["checkpoint"],
+                "alias": world["alias"],
+                "max_retries": 1,
+            },
+        )
+        job = wait(http, answer.headers["location"])
+    result = job["result"]
+    assert job["status"] == "succeeded" and result["status"] == "incomplete"
+    assert sorted(u["task_id"] for u in result["unpaired"]) == sorted(broken)
+    assert result["failed_attempts"] == 4  # two tasks, first try and one retry each
+    registry = client(registry_url)
+    run = registry.get_gate_run(result["registry"]["gate_run_id"])
+    assert run.status == GateStatus.incomplete and run.decision_id is None
+    assert TASKS[3] in run.note and run.n_observations == len(TASKS) - 2
+    assert registry.get_alias(world["alias"]).bank_id == world["bank"].id  # not moved
+    registry.close()
+
+
+def test_alias_moved_meanwhile_is_not_overwritten(registry_url, world, tmp_path):
+    operator = client(registry_url, "operator")
+    other = operator.create_bank([], round=world["round"])
+    operator.freeze_bank(other.id)
+
+    def move_meanwhile():
+        alias = operator.get_alias(world["alias"])
+        operator.move_alias(world["alias"], other.id, reason="operator", if_match=alias.etag)
+
+    app, state, _ = make_app(registry_url, tmp_path, on_runner=move_meanwhile)
+    state["effects"] = effects(world["ids"])
+    with TestClient(app) as http:
+        answer = http.post(
+            "/v1/gate-jobs",
+            json={
+                "round": world["round"],
+                "checkpoint_id": world["checkpoint"],
+                "alias": world["alias"],
+            },
+        )
+        job = wait(http, answer.headers["location"])
+    recorded = job["result"]["registry"]
+    assert job["result"]["status"] == "complete" and recorded["bank_id"] is not None
+    assert (
+        recorded["alias_moved"] is False
+        and "moved since the gate started" in recorded["alias_note"]
+    )
+    assert operator.get_alias(world["alias"]).bank_id == other.id
+    operator.close()
+
+
+def test_a_backend_serving_another_checkpoint_is_refused_before_any_gate_run(
+    registry_url, world, tmp_path
+):
+    app, state, _ = make_app(registry_url, tmp_path, checkpoint_override="some-other-ckpt")
+    state["effects"] = effects(world["ids"])
+    with TestClient(app) as http:
+        answer = http.post(
+            "/v1/gate-jobs",
+            json={
+                "round": world["round"],
+                "checkpoint_id": world["checkpoint"],
+                "alias": world["alias"],
+            },
+        )
+        job = wait(http, answer.headers["location"])
+    assert job["status"] == "failed"
+    assert "checkpoint_id differs" in job["error"]
+    registry = client(registry_url)
+    assert registry.list_gate_runs(checkpoint_id=world["checkpoint"]) == []
+    registry.close()
+
+
+def test_bare_rollouts_of_an_earlier_job_are_reused(registry_url, world, tmp_path):
+    app, state, _ = make_app(registry_url, tmp_path)
+    state["effects"] = effects(world["ids"])
+    body = {"round": world["round"], "checkpoint_id": world["checkpoint"], "alias": world["alias"],
+            "move_alias": False}  # fmt: skip
+    with TestClient(app) as http:
+        first = wait(http, http.post("/v1/gate-jobs", json=body).headers["location"])
+        second = http.post("/v1/gate-jobs", json={**body, "bare_from_job": first["id"]})
+        job = wait(http, second.headers["location"])
+    assert job["status"] == "succeeded" and job["result"]["status"] == "complete"
+    assert job["result"]["rollouts"] == 2 * len(TASKS)  # the reused bare ones count too
+    assert job["result"]["registry"]["alias_note"] == "alias not moved (move_alias off)"
+
+
+def test_bad_requests_are_4xx_naming_the_field(registry_url, world, tmp_path):
+    app, state, _ = make_app(registry_url, tmp_path)
+    state["effects"] = effects(world["ids"])
+    base = {"round": world["round"], "checkpoint_id": world["checkpoint"], "alias": world["alias"]}
+    with TestClient(app) as http:
+        small = http.post("/v1/gate-jobs", json={**base, "n_tasks": 5})
+        assert small.status_code == 422
+        assert "rank deficient: change the mask seed or add tasks" in small.text
+        unknown = http.post("/v1/gate-jobs", json={**base, "task_ids": ["task-999999"]})
+        assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == [
+            "body",
+            "task_ids",
+        ]
+        missing_alias = http.post("/v1/gate-jobs", json={**base, "alias": "no-such-alias"})
+        assert missing_alias.status_code == 422 and "no-such-alias" in missing_alias.text
+        extra = http.post("/v1/gate-jobs", json={**base, "colour": "red"})
+        assert extra.status_code == 422 and extra.json()["detail"][0]["loc"] == ["body", "colour"]
+        reuse = http.post("/v1/gate-jobs", json={**base, "bare_from_job": "gate-nope"})
+        assert reuse.status_code == 422 and reuse.json()["detail"][0]["loc"] == [
+            "body",
+            "bare_from_job",
+        ]
+        assert http.get("/v1/gate-jobs/gate-unknown").status_code == 404
+        assert http.post("/v1/refits", json={"gate_run_id": 987654}).status_code == 404
+        assert http.get("/v1/gate-jobs").json() == []
