@@ -12,7 +12,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -193,25 +194,35 @@ def api(client: TestClient) -> Api:
     return Api(client)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def live_server(app) -> Iterator[Callable[..., str]]:
-    """Serve the app over real HTTP on loopback (uvicorn in a thread); yields its base URL."""
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+@contextmanager
+def serve(asgi_app, port: int | None = None) -> Iterator[str]:
+    """Serve an ASGI app over real HTTP on loopback (uvicorn in a thread); yields its base URL."""
+    port = port or free_port()
+    config = uvicorn.Config(
+        asgi_app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def live_server(app) -> Iterator[str]:
+    """The registry app over real HTTP for the whole session."""
+    with serve(app) as url:
+        yield url
