@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from typing import Protocol
 
 from shared.shopsim.product import Catalog, Product
-from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, product_fields, search_tokens
+from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, model_text, search_tokens
 
 SEARCH_VERSION = "shopsim-multifield-bm25-v1"
 TOP_K = 150
@@ -34,39 +33,49 @@ class SearchIndex(Protocol):
         ...
 
 
-def _memoized_tokens() -> Callable[[str], tuple[str, ...]]:
-    # Brands, categories, attribute and option strings repeat across products: tokenize once.
-    cache: dict[str, tuple[str, ...]] = {}
+class _FieldTokenizer:
+    """Search tokens of a product's seven fields, memoized where products share text.
 
-    def tokens(text: str) -> tuple[str, ...]:
-        found = cache.get(text)
+    Equal, as token sets, to tokenizing `search_text.product_fields` whole: brands,
+    categories, attribute lists, option lists and bullets repeat across products and are
+    tokenized once (pieces are split on `;`, which no token spans); only the title is
+    tokenized per product.
+    """
+
+    def __init__(self) -> None:
+        self._pieces: dict[str, tuple[str, ...]] = {}
+        self._joined: dict[tuple[str, ...], str] = {}
+
+    def _piece(self, text: str) -> tuple[str, ...]:
+        found = self._pieces.get(text)
         if found is None:
-            found = cache[text] = search_tokens(text)
+            found = self._pieces[text] = search_tokens(text)
         return found
 
-    return tokens
-
-
-def _document_fields(product: Product, tokens: Callable[[str], tuple[str, ...]]) -> list[str]:
-    fields = product_fields(product)
-    out = []
-    for name in FIELDS:
-        if name in ("attributes", "bullets", "options"):
-            # Per-part memoisation, then deduplication over the whole field.
-            parts = (
-                product.attributes
-                if name == "attributes"
-                else product.bullets
-                if name == "bullets"
-                else [fields["options"]]
-            )
+    def _join(self, pieces: tuple[str, ...]) -> str:
+        found = self._joined.get(pieces)
+        if found is None:
             merged: dict[str, None] = {}
-            for part in parts:
-                merged.update(dict.fromkeys(tokens(part)))
-            out.append(" ".join(merged))
-        else:
-            out.append(" ".join(tokens(fields[name])))
-    return out
+            for piece in pieces:
+                for part in piece.split(";"):
+                    merged.update(dict.fromkeys(self._piece(part)))
+            found = self._joined[pieces] = " ".join(merged)
+        return found
+
+    def fields(self, product: Product) -> list[str]:
+        options: list[str] = []
+        for axis, entries in sorted(product.options, key=lambda item: str(item[0])):
+            options.append(axis)
+            options.extend(value for value, _ in entries if value)
+        return [
+            " ".join(search_tokens(product.title)),
+            self._join((product.brand,)),
+            self._join((product.category,)),
+            model_text(product.title),
+            self._join(product.attributes),
+            self._join(tuple(options)),
+            self._join(product.bullets),
+        ]
 
 
 def _asin_ranks(catalog: Catalog) -> list[int]:
@@ -95,10 +104,10 @@ class TantivyIndex:
         self._schema = builder.build()
         index = tantivy.Index(self._schema)
         writer = index.writer(heap_size=heap_bytes, num_threads=1)
-        tokens = _memoized_tokens()
+        tokenizer = _FieldTokenizer()
         for position, product in enumerate(catalog.products):
             document = tantivy.Document()
-            for name, text in zip(FIELDS, _document_fields(product, tokens), strict=True):
+            for name, text in zip(FIELDS, tokenizer.fields(product), strict=True):
                 document.add_text(name, text)
             document.add_unsigned("position", position)
             writer.add_document(document)
@@ -165,12 +174,12 @@ class Fts5Index:
             f"CREATE VIRTUAL TABLE products USING fts5(asin UNINDEXED, {columns}, "
             "tokenize=\"unicode61 tokenchars '._+-/'\")"
         )
-        tokens = _memoized_tokens()
+        tokenizer = _FieldTokenizer()
         placeholders = ", ".join("?" for _ in range(len(FIELDS) + 2))
         self._connection.executemany(
             f"INSERT INTO products(rowid, asin, {columns}) VALUES ({placeholders})",
             (
-                (position, product.asin, *_document_fields(product, tokens))
+                (position, product.asin, *tokenizer.fields(product))
                 for position, product in enumerate(catalog.products)
             ),
         )

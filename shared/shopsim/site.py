@@ -71,6 +71,8 @@ class Site:
         self.price_resolution: PriceResolution | None = None
         self.last: ActionOutcome | None = None
         self.searches = 0
+        self._rendered: dict[str, list[str]] = {}  # the open product's options, as shown
+        self._clickables: tuple[str, ...] | None = None  # per page state; reset by act()
 
     # -- public state -----------------------------------------------------------------------
     @property
@@ -92,13 +94,18 @@ class Site:
         labels: dict[str, tuple[str, str]] = {}
         if self.product is None:
             return labels
-        for axis, values in self.product.rendered_options().items():
+        for axis, values in self._rendered.items():
             for value in values:
                 if self.selection.get(axis) != value:
                     labels.setdefault(option_label(axis, value), (axis, value))
         return labels
 
     def clickables(self) -> tuple[str, ...]:
+        if self._clickables is None:
+            self._clickables = self._compute_clickables()
+        return self._clickables
+
+    def _compute_clickables(self) -> tuple[str, ...]:
         if self.page == "results":
             buttons = [BACK_TO_SEARCH]
             if self.result_page > 1:
@@ -128,6 +135,7 @@ class Site:
     def act(self, action: object) -> ActionOutcome:
         """Apply one action string; `buy now` is only validated here (the episode scores it)."""
         text = action if isinstance(action, str) else repr(action)
+        self._clickables = None
         parsed = parse_action(action)
         if parsed.error:
             return self._remember(ActionOutcome(text, parsed.error, parsed.message))  # type: ignore[arg-type]
@@ -154,6 +162,11 @@ class Site:
         return matches[0] if len(matches) == 1 else None
 
     def _click(self, text: str, argument: str) -> ActionOutcome:
+        outcome = self._apply_click(text, argument)
+        self._clickables = None
+        return outcome
+
+    def _apply_click(self, text: str, argument: str) -> ActionOutcome:
         folded = " ".join(argument.casefold().split())
         if self.product is not None:  # on the product page and its attributes page
             selected = {
@@ -197,6 +210,7 @@ class Site:
         self.product, self.selection, self.price_resolution = None, {}, None
 
     def _search(self, query: str) -> None:
+        self._clickables = None
         self.searches += 1
         self.query = " ".join(query.split())
         self.results = self.index.search(self.query, self.config.top_k)
@@ -205,6 +219,7 @@ class Site:
 
     def _open(self, product: Product) -> None:
         self.page, self.product, self.selection = "item", product, {}
+        self._rendered = product.rendered_options()
         self._price()
 
     def _price(self) -> None:
@@ -216,6 +231,7 @@ class Site:
 
     def finish(self) -> None:
         self.page = "done"
+        self._clickables = None
 
     # -- observation ------------------------------------------------------------------------
     def observation(self, step: int) -> str:
@@ -295,7 +311,7 @@ class Site:
         if keys:
             lines.append("Key attributes: " + "; ".join(keys))
         lines.append("Options:")
-        options = product.rendered_options()
+        options = self._rendered
         if not options:
             lines.append("- this product has no options")
         for axis, values in options.items():

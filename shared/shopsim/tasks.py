@@ -167,6 +167,7 @@ class _Generator:
         self.settings = settings
         self.seed = seed
         self.rng = random.Random(f"shopsim-tasks:{seed}")
+        self.brands = sorted({family.brand for family in generated.families})
 
     # -- constraints ------------------------------------------------------------------------
     def _siblings(self, family: Family, gold_position: int) -> list[Product]:
@@ -293,7 +294,7 @@ class _Generator:
             notes += self._notes(sub.noun, noise)
         rng.shuffle(notes)
         gold_brands = {draft.gold.brand for draft in drafts}
-        all_brands = sorted({family.brand for family in self.generated.families})
+        all_brands = self.brands
         favorite = rng.sample(all_brands, min(2, len(all_brands)))
         if rng.random() < 0.5:
             favorite[0] = drafts[0].gold.brand

@@ -231,3 +231,31 @@ def test_goal_price_upper_precedence_and_errors() -> None:
         goal_price_upper("x", None, math.nan)
     assert annotation_price_upper("approximate_upper", 100) == 110.0
     assert annotation_price_upper("lower_only", 100) is None
+
+
+def _plain_token_set_ratio(a: str, b: str) -> int:
+    """The spec's definition written out, without the fast paths or the cache."""
+    import re
+    from difflib import SequenceMatcher
+
+    def tokens(value: str) -> set[str]:
+        return set(re.sub(r"\W+", " ", value.casefold()).split())
+
+    left, right = tokens(a), tokens(b)
+    common = left & right
+    joined = [" ".join(sorted(part)) for part in (common, left, right)]
+
+    def ratio(x: str, y: str) -> int:
+        return round(100 * SequenceMatcher(None, x, y).ratio())
+
+    if not common:
+        return ratio(joined[1], joined[2])
+    return max(
+        ratio(joined[0], joined[1]), ratio(joined[0], joined[2]), ratio(joined[1], joined[2])
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab 白色-/XxＸ_", max_size=9), st.text("ab 白色-/XxＸ_", max_size=9))
+def test_fast_paths_and_cache_match_the_plain_definition(a: str, b: str) -> None:
+    assert token_set_ratio(a, b) == _plain_token_set_ratio(a, b)

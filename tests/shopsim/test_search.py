@@ -62,3 +62,14 @@ def test_search_is_deterministic_and_engines_agree_on_titles() -> None:
 def test_unknown_engine() -> None:
     with pytest.raises(ValueError, match="unknown search engine"):
         build_index(Catalog([]), "lucene")
+
+
+def test_memoized_field_tokens_equal_whole_field_tokens() -> None:
+    from shared.shopsim.search import _FieldTokenizer
+    from shared.shopsim.search_text import FIELDS, tokenized_fields
+
+    tokenizer = _FieldTokenizer()
+    for product in generate_catalog(600, 9).catalog:
+        fields = tokenizer.fields(product)
+        whole = tokenized_fields(product)
+        assert [set(text.split()) for text in fields] == [set(whole[name]) for name in FIELDS]

@@ -24,9 +24,10 @@ def attribute_matches(
     text: str,
 ) -> list[bool]:
     """Per goal attribute (duplicates count separately): matched or not."""
+    # The substring test is cheap, so it goes first; the outcome is the same "or".
     return [
-        any(fuzzy_match(actual, required) for actual in product_attributes)
-        or str(required).casefold() in text
+        str(required).casefold() in text
+        or any(fuzzy_match(actual, required) for actual in product_attributes)
         for required in goal_attributes
     ]
 

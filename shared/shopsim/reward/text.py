@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from difflib import SequenceMatcher
@@ -25,8 +26,19 @@ def _ratio(first: str, second: str) -> int:
 
 def token_set_ratio(product_side: object, goal_side: object) -> int:
     """The reference's own token-set ratio (not fuzzywuzzy's): whole sets sorted and joined."""
+    return _token_set_ratio(str(product_side), str(goal_side))
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _token_set_ratio(product_side: str, goal_side: str) -> int:
+    # Memoized: attribute and option strings recur across episodes, and the result is a pure
+    # function of the two strings.
     left, right = fuzzy_tokens(product_side), fuzzy_tokens(goal_side)
     common = left & right
+    if (common and common in (left, right)) or left == right:
+        # One set contains the other: the joined intersection equals one joined side, so
+        # r = 100 (equal sets, the empty pair included, also give 100: ratio("", "") is 1.0).
+        return 100
     joined_common = " ".join(sorted(common))
     joined_left = " ".join(sorted(left))
     joined_right = " ".join(sorted(right))
