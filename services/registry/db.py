@@ -15,12 +15,18 @@ from services.registry.settings import RegistrySettings
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 
+def ensure_sqlite_directory(database_url: str) -> None:
+    """Create the folder of a SQLite file URL (the embedded default lives under runs/)."""
+    if database_url.startswith("sqlite") and "///" in database_url:
+        path = database_url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
 def make_engine(settings: RegistrySettings) -> Engine:
     """An engine for `settings.database_url`, with SQLite tuned for a single-file embedded store."""
     if settings.is_sqlite:
-        path = settings.database_url.split("///", 1)[-1]
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        ensure_sqlite_directory(settings.database_url)
         engine = create_engine(
             settings.database_url, connect_args={"check_same_thread": False, "timeout": 30}
         )

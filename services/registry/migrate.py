@@ -5,6 +5,8 @@ from __future__ import annotations
 from alembic import command
 from alembic.config import Config
 
+from services.registry.db import ensure_sqlite_directory
+
 SCRIPT_LOCATION = "services.registry:migrations"
 
 
@@ -18,4 +20,5 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the database at `database_url` to `revision`."""
+    ensure_sqlite_directory(database_url)
     command.upgrade(alembic_config(database_url), revision)
