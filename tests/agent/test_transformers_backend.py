@@ -82,12 +82,11 @@ def run_turns(backend, turns: int, episodes=(0, 1, 2), key_prefix="k", batch=Tru
 
 def test_logprobs_are_exact_across_turns_with_kv_reuse(backend) -> None:
     history = run_turns(backend, turns=3)
-    for turn, outputs in enumerate(history):
+    for outputs in history:
         for output in outputs.values():
             expected = recomputed_logprobs(backend.model, output.prompt_ids, output.token_ids, 0.8)
             assert output.logprobs == pytest.approx(expected, abs=1e-8)
-            if turn == 0:
-                assert output.cached_tokens == 0
+            assert output.cached_tokens < len(output.prompt_ids)
     # From the second turn the previous prompt and generation were reused, not recomputed.
     for previous, current in itertools.pairwise(history):
         for i, output in current.items():
@@ -107,6 +106,33 @@ def test_kv_reuse_and_batching_do_not_change_tokens(backend, fresh_backend) -> N
             assert first[i].token_ids == second[i].token_ids == third[i].token_ids
             assert first[i].logprobs == pytest.approx(second[i].logprobs, abs=1e-8)
     assert all(output.cached_tokens == 0 for turn in recomputed for output in turn.values())
+
+
+def test_siblings_share_their_prompt_prefill(tiny_dir) -> None:
+    backend = TransformersBackend.from_pretrained(tiny_dir, dtype="float64")
+    prompt = backend.renderer.prompt(conversation(2), None, None).ids
+    first, second = backend.generate(
+        [TurnRequest(f"sib{i}", (), None, 6, seed=i, prompt_ids=prompt) for i in range(2)], DECODING
+    )
+    assert first.cached_tokens == 0 and second.cached_tokens == len(prompt) - 1
+    for output in (first, second):
+        expected = recomputed_logprobs(backend.model, prompt, output.token_ids, 0.8)
+        assert output.logprobs == pytest.approx(expected, abs=1e-8)
+    # One at a time: a finished sibling's state serves the next one.
+    backend.release("sib0")
+    backend.release("sib1")
+    [third] = backend.generate(
+        [TurnRequest("sib2", (), None, 6, seed=2, prompt_ids=prompt)], DECODING
+    )
+    assert third.cached_tokens == len(prompt) - 1
+    assert third.logprobs == pytest.approx(
+        recomputed_logprobs(backend.model, prompt, third.token_ids, 0.8), abs=1e-8
+    )
+    backend.clear_cache()
+    [fourth] = backend.generate(
+        [TurnRequest("sib3", (), None, 6, seed=2, prompt_ids=prompt)], DECODING
+    )
+    assert fourth.cached_tokens == 0 and fourth.token_ids == third.token_ids
 
 
 def test_seeds_decide_samples(backend) -> None:

@@ -1,5 +1,47 @@
 """Policy backends behind one interface (`base.PolicyBackend`): transformers, vllm, openai.
 
-Backends import their heavy dependencies lazily, so `from shared.agent.backends import base`
-never loads torch.
+Backends import their heavy dependencies lazily, so importing this package never loads torch.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from shared.agent.backends.base import PolicyBackend
+
+BACKENDS = ("transformers", "vllm", "openai")
+
+
+def make_backend(
+    kind: str,
+    model: str,
+    *,
+    cache_dir: str | Path | None = None,
+    base_url: str | None = None,
+    checkpoint_id: str | None = None,
+    **options: Any,
+) -> PolicyBackend:
+    """A backend by name.
+
+    `model` is 'smollm2', 'tiny' or a model directory for the in-process backends, or the served
+    model's name for openai (with `base_url`). Other options go to the backend's constructor.
+    """
+    if kind == "openai":
+        if not base_url:
+            raise ValueError("the openai backend needs base_url")
+        from shared.agent.backends.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(base_url, model, checkpoint_id=checkpoint_id, **options)
+    from shared.agent.models import DEFAULT_CACHE, resolve_model
+
+    path = resolve_model(model, cache_dir or DEFAULT_CACHE)
+    if kind == "transformers":
+        from shared.agent.backends.transformers_backend import TransformersBackend
+
+        return TransformersBackend.from_pretrained(path, checkpoint_id=checkpoint_id, **options)
+    if kind == "vllm":
+        from shared.agent.backends.vllm_backend import VLLMBackend
+
+        return VLLMBackend.from_pretrained(path, checkpoint_id=checkpoint_id, **options)
+    raise ValueError(f"unknown backend {kind!r}; known: {', '.join(BACKENDS)}")

