@@ -48,6 +48,34 @@ def _unprocessable(loc: list[str], message: str) -> HTTPException:
     )
 
 
+class TaskSelectionError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def select_tasks_from(
+    available: list[str], task_ids: list[str] | None, n_tasks: int | None, *, split: str = ""
+) -> list[str]:
+    """The requested tasks (default: the whole split), optionally only the first n."""
+    if task_ids is not None:
+        unknown = sorted(set(task_ids) - set(available))
+        if unknown:
+            raise TaskSelectionError(
+                "task_ids", f"not in split {split!r}: {', '.join(unknown[:5])}"
+            )
+        if len(set(task_ids)) != len(task_ids):
+            raise TaskSelectionError("task_ids", "task ids must be distinct")
+        chosen = list(task_ids)
+    else:
+        chosen = list(available)
+    if n_tasks is not None:
+        if n_tasks > len(chosen):
+            raise TaskSelectionError("n_tasks", f"only {len(chosen)} tasks available")
+        chosen = chosen[:n_tasks]
+    return chosen
+
+
 def create_app(
     settings: EvaluatorSettings | None = None,
     *,
@@ -75,23 +103,10 @@ def create_app(
     app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
 
     def select_tasks(split: str, task_ids: list[str] | None, n_tasks: int | None) -> list[str]:
-        available = tasks_of(split)
-        if task_ids is not None:
-            unknown = sorted(set(task_ids) - set(available))
-            if unknown:
-                raise _unprocessable(
-                    ["task_ids"], f"not in split {split!r}: {', '.join(unknown[:5])}"
-                )
-            if len(set(task_ids)) != len(task_ids):
-                raise _unprocessable(["task_ids"], "task ids must be distinct")
-            chosen = list(task_ids)
-        else:
-            chosen = list(available)
-        if n_tasks is not None:
-            if n_tasks > len(chosen):
-                raise _unprocessable(["n_tasks"], f"only {len(chosen)} tasks available")
-            chosen = chosen[:n_tasks]
-        return chosen
+        try:
+            return select_tasks_from(tasks_of(split), task_ids, n_tasks, split=split)
+        except TaskSelectionError as error:
+            raise _unprocessable([error.field], str(error)) from None
 
     def job_public(job) -> JobPublic:
         return JobPublic(**job.as_dict())

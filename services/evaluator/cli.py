@@ -122,6 +122,21 @@ def decision_table(decision: GateDecision, *, title: str = "gate decision") -> T
     return table
 
 
+@app.command()
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8100,
+) -> None:
+    """Serve the evaluator (gate and evaluation jobs); settings from EVALUATOR_* variables."""
+    import uvicorn
+
+    from services.evaluator.settings import EvaluatorSettings
+
+    settings = EvaluatorSettings()  # validated now: a bad setting stops the start, not a job
+    typer.echo(f"evaluator on http://{host}:{port}/docs  registry {settings.registry_url}")
+    uvicorn.run("services.evaluator.app:create_app", factory=True, host=host, port=port)
+
+
 def main(argv: list[str]) -> int:
     """Entry point for `intraskill gate`: typer reports usage errors and sets the exit code."""
     try:

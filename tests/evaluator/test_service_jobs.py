@@ -93,9 +93,11 @@ def world(registry_url):
 
 
 def effects(ids):
+    # effects far from 0 (SE ~0.06 at 240 tasks): the decision below is certain, not a coin flip,
+    # whatever slugs (and so masks) a run draws
     return {
-        ids["c1"]: 0.0, ids["c1_new"]: 0.25, ids["c2"]: 0.2, ids["c3"]: -0.25,
-        ids["c4"]: 0.0, ids["n1"]: 0.3,
+        ids["c1"]: -0.1, ids["c1_new"]: 0.25, ids["c2"]: 0.2, ids["c3"]: -0.25,
+        ids["c4"]: -0.2, ids["n1"]: 0.3,
     }  # fmt: skip
 
 
@@ -152,7 +154,7 @@ def test_complete_gate_records_everything_and_moves_the_alias(
         assert state["uri"] == f"file:///weights/{world['tag']}"
         assert result["status"] == "complete" and result["paired"] == len(TASKS)
         decision = result["decision"]
-        # the rewrite wins its family, the harmful and the null chunks go, the ADD is admitted
+        # the rewrite wins its family, the harmful chunks go, the ADD is admitted
         assert decision["selected"] == [ids["c1_new"], ids["c2"], ids["n1"]]
         assert decision["status"][ids["c1"]] == "rewrite_loser"
         assert decision["status"][ids["c3"]] == "retired"
@@ -324,3 +326,44 @@ def test_bad_requests_are_4xx_naming_the_field(registry_url, world, tmp_path):
         assert http.get("/v1/gate-jobs/gate-unknown").status_code == 404
         assert http.post("/v1/refits", json={"gate_run_id": 987654}).status_code == 404
         assert http.get("/v1/gate-jobs").json() == []
+
+
+def test_evaluation_job_over_http(registry_url, world, tmp_path):
+    trainer = client(registry_url, "trainer")
+    trained = f"trained-{world['tag']}"
+    trainer.create_checkpoint(trained, uri="file:///weights/trained", step=80, round=3)
+    trainer.close()
+    app, state, _ = make_app(registry_url, tmp_path)
+    bank_ids = [f"{slug}@1" for slug in (f"c{i}-{world['tag']}" for i in range(1, 5))]
+    state["effects"] = dict.fromkeys(bank_ids, 0.02)
+    body = {
+        "conditions": [
+            {"name": "base/bare", "checkpoint_id": world["checkpoint"]},
+            {"name": "base/S0", "checkpoint_id": world["checkpoint"], "bank_id": world["bank"].id},
+            {"name": "trained/bare", "checkpoint_id": trained},
+            {"name": "trained/S_T", "checkpoint_id": trained, "bank_alias": world["alias"]},
+        ],
+        "split": "test",
+        "n_tasks": 120,
+        "resamples": 1000,
+    }
+    with TestClient(app) as http:
+        answer = http.post("/v1/eval-jobs", json=body)
+        assert answer.status_code == 202, answer.text
+        job = wait(http, answer.headers["location"])
+        assert job["status"] == "succeeded", job["error"]
+        report = job["result"]
+        assert report["n_tasks"] == 120 and len(report["comparisons"]) == 4
+        assert report["conditions"]["trained/S_T"]["chunks"] == bank_ids
+        assert report["conditions"]["base/S0"]["bank_id"] == world["bank"].id
+        folder = tmp_path / "jobs" / job["id"]
+        assert {"plan.json", "records.jsonl", "evaluation.json", "evaluation.png"} <= {
+            p.name for p in folder.iterdir()
+        }
+        bad = http.post("/v1/eval-jobs", json={**body, "comparisons": [["base/bare", "nope"]]})
+        assert bad.status_code == 422 and "nope" in bad.text
+        unknown = http.post(
+            "/v1/eval-jobs",
+            json={**body, "conditions": [{"name": "x", "checkpoint_id": "no-such-ckpt"}]},
+        )
+        assert unknown.status_code == 422 and "no-such-ckpt" in unknown.text
