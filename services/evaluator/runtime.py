@@ -23,27 +23,30 @@ def make_env(settings: EvaluatorSettings):
 
 
 def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | None):
-    """The policy backend serving `checkpoint_id` (weights at `uri` for in-process backends)."""
-    if settings.backend == "openai":
-        from shared.agent.backends.openai_backend import OpenAIBackend
+    """The policy backend serving `checkpoint_id`, through the agent runtime's factory.
 
+    In-process backends (transformers, vllm) load the checkpoint's weights from its registry
+    uri (a local folder, optionally `file://`); openai talks to a server already serving it.
+    """
+    from shared.agent.backends import make_backend as runtime_backend
+
+    if settings.backend == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        return OpenAIBackend(
-            settings.openai_base_url,  # type: ignore[arg-type]
+        return runtime_backend(
+            "openai",
             settings.openai_model,  # type: ignore[arg-type]
-            api_key=key,
+            base_url=settings.openai_base_url,
             checkpoint_id=checkpoint_id,
+            api_key=key,
             concurrency=settings.concurrency,
         )
     if not uri:
-        raise LookupError(
-            f"checkpoint {checkpoint_id!r} has no weights uri for the transformers backend"
-        )
-    from shared.agent.backends.transformers_backend import TransformersBackend
-
-    return TransformersBackend.from_pretrained(
-        uri, device=settings.device, dtype=settings.dtype, checkpoint_id=checkpoint_id
-    )
+        raise LookupError(f"checkpoint {checkpoint_id!r} has no weights uri")
+    path = uri.removeprefix("file://")
+    options = {"device": settings.device, "dtype": settings.dtype}
+    if settings.backend == "vllm":
+        options = {}
+    return runtime_backend(settings.backend, path, checkpoint_id=checkpoint_id, **options)
 
 
 def rollout_config(settings: EvaluatorSettings):

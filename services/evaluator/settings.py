@@ -35,7 +35,7 @@ class EvaluatorSettings(BaseSettings):
     concurrency: int = Field(16, ge=1, le=1024, description="episodes live at once")
     max_turns: int | None = Field(None, ge=1, description="step cap below the environment's")
 
-    backend: Literal["transformers", "openai"] = "transformers"
+    backend: Literal["transformers", "vllm", "openai"] = "transformers"
     device: str = "cpu"
     dtype: str = "float32"
     openai_base_url: str | None = None
