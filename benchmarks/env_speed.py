@@ -131,6 +131,91 @@ def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dic
     }
 
 
+def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
+    """Build and query the engines the choice was made among, on one catalogue and one query
+    set: tantivy and SQLite FTS5 (both in `shared.shopsim.search`), and bm25s (one index per
+    field, weighted sum) when it is installed."""
+    from shared.shopsim.catalog import generate_catalog
+    from shared.shopsim.search import Fts5Index, TantivyIndex, _FieldTokenizer
+    from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, search_tokens
+
+    generated = generate_catalog(size, seed)
+    products = generated.catalog.products
+    rng = random.Random(seed)
+    sample = []
+    for _ in range(queries):
+        product = rng.choice(products)
+        noun = product.category.split(" › ")[-1]
+        words = rng.sample(product.attributes, min(len(product.attributes), rng.randint(1, 4)))
+        sample.append(product.title if rng.random() < 0.3 else " ".join([noun, *words]))
+    engines: dict[str, object] = {"tantivy": TantivyIndex, "fts5": Fts5Index}
+    try:
+        import bm25s
+        import numpy as np
+
+        class Bm25sIndex:
+            def __init__(self, catalog: object) -> None:
+                started = time.perf_counter()
+                tokenizer = _FieldTokenizer()
+                docs = [tokenizer.fields(p) for p in products]
+                self.models, self.vocabs = [], []
+                for column in range(len(FIELDS)):
+                    vocab: dict[str, int] = {}
+                    corpus = [[vocab.setdefault(t, len(vocab)) for t in d[column].split()]
+                              for d in docs]  # fmt: skip
+                    model = bm25s.BM25(method="lucene")
+                    model.index(corpus, show_progress=False)
+                    self.models.append(model)
+                    self.vocabs.append(vocab)
+                self.build_seconds = time.perf_counter() - started
+
+            def search(self, query: str, k: int = 150) -> list[int]:
+                tokens = search_tokens(query)
+                scores = np.zeros(len(products), dtype=np.float32)
+                for name, model, vocab in zip(FIELDS, self.models, self.vocabs, strict=True):
+                    ids = [vocab[t] for t in tokens if t in vocab]
+                    if ids:
+                        scores += FIELD_WEIGHTS[name] * model.get_scores(ids)
+                top = np.argpartition(-scores, k - 1)[:k]
+                return top[np.lexsort((top, -scores[top]))].tolist()
+
+        engines["bm25s"] = Bm25sIndex
+    except ImportError:
+        pass
+    figures: dict[str, object] = {"products": size, "queries": queries}
+    results: dict[str, list[list[int]]] = {}
+    for name, engine in engines.items():
+        before = rss_mib()
+        index = engine(generated.catalog)  # type: ignore[operator]
+        memory = rss_mib() - before
+        latencies = []
+        hits = []
+        for query in sample:
+            started = time.perf_counter()
+            hits.append(index.search(query)[:20])
+            latencies.append((time.perf_counter() - started) * 1000)
+        results[name] = hits
+        figures[name] = {
+            "build_s": round(index.build_seconds, 2),
+            "p50_ms": round(percentile(latencies, 50), 3),
+            "p99_ms": round(percentile(latencies, 99), 3),
+            "extra_rss_mib": round(memory, 1),
+        }
+    names = list(results)
+    figures["top20_overlap"] = {
+        f"{a}~{b}": round(
+            statistics.fmean(
+                len(set(x) & set(y)) / max(1, len(set(x)))
+                for x, y in zip(results[a], results[b], strict=True)
+            ),
+            3,
+        )
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+    }
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="20000,100000,1000000", help="comma-separated sizes")
@@ -141,7 +226,16 @@ def main() -> int:
     parser.add_argument("--out", default="env_speed.json", help="JSON file for the figures")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin each run to")
+    parser.add_argument(
+        "--compare-engines", action="store_true", help="tantivy vs FTS5 (vs bm25s) instead"
+    )
     args = parser.parse_args()
+    if args.compare_engines:
+        report = [compare_engines(int(s), min(args.queries, 300), args.seed)
+                  for s in args.sizes.split(",") if s.strip()]  # fmt: skip
+        print(json.dumps(report, indent=2))
+        Path(args.out).write_text(json.dumps(report, indent=2))
+        return 0
     if args.child:
         if hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(0, {args.core})

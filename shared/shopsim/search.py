@@ -87,7 +87,11 @@ def _asin_ranks(catalog: Catalog) -> list[int]:
 
 
 class TantivyIndex:
-    """An in-memory tantivy index: one segment, document id = catalogue position."""
+    """An in-memory tantivy index. Documents go in in product-id order, so in the usual single
+    segment a document id is the id's rank; tantivy keeps the lower document id among equal
+    scores at the cut-off, which is then exactly the reference's tie-break (a test pins it).
+    With several segments (a writer heap too small for the catalogue) the search widens its
+    window until no tie straddles the cut-off instead."""
 
     engine = "tantivy"
 
@@ -105,7 +109,12 @@ class TantivyIndex:
         index = tantivy.Index(self._schema)
         writer = index.writer(heap_size=heap_bytes, num_threads=1)
         tokenizer = _FieldTokenizer()
-        for position, product in enumerate(catalog.products):
+        self._ranks = _asin_ranks(catalog)
+        self._by_rank = [0] * len(catalog)
+        for position, rank in enumerate(self._ranks):
+            self._by_rank[rank] = position
+        for position in self._by_rank:
+            product = catalog.products[position]
             document = tantivy.Document()
             for name, text in zip(FIELDS, tokenizer.fields(product), strict=True):
                 document.add_text(name, text)
@@ -115,7 +124,6 @@ class TantivyIndex:
         writer.wait_merging_threads()
         index.reload()
         self._searcher = index.searcher()
-        self._ranks = _asin_ranks(catalog)
         self._segment_positions = self._map_segments(catalog)
         self.build_seconds = time.perf_counter() - started
 
@@ -135,7 +143,7 @@ class TantivyIndex:
 
     def _position(self, address: object) -> int:
         if self._segment_positions is None:
-            return address.doc  # type: ignore[attr-defined]
+            return self._by_rank[address.doc]  # type: ignore[attr-defined]
         return self._segment_positions[address.segment_ord][address.doc]  # type: ignore[attr-defined]
 
     def search(self, query: str, k: int = TOP_K) -> list[int]:
@@ -150,6 +158,10 @@ class TantivyIndex:
             for name, weight in FIELD_WEIGHTS.items()
         ]
         compiled = make.boolean_query(clauses)
+        if self._segment_positions is None:
+            hits = self._searcher.search(compiled, k, count=False).hits
+            ordered = sorted((-score, address.doc) for score, address in hits)
+            return [self._by_rank[doc] for _, doc in ordered]
         limit = k + 16
         while True:
             hits = self._searcher.search(compiled, limit, count=False).hits

@@ -73,3 +73,15 @@ def test_memoized_field_tokens_equal_whole_field_tokens() -> None:
         fields = tokenizer.fields(product)
         whole = tokenized_fields(product)
         assert [set(text.split()) for text in fields] == [set(whole[name]) for name in FIELDS]
+
+
+def test_top_k_equals_the_prefix_of_the_exhaustive_ranking() -> None:
+    """Families share most fields, so scores tie often: the top 150 must still be exactly
+    the first 150 of the full ranking by (score desc, product id asc)."""
+    generated = generate_catalog(3000, 11)
+    index = TantivyIndex(generated.catalog)
+    everything = len(generated.catalog)
+    for product in generated.catalog.products[::250]:
+        noun = product.category.split(" › ")[-1]
+        for query in (noun, f"{noun} {product.attributes[2]}", product.title):
+            assert index.search(query, 150) == index.search(query, everything)[:150]
