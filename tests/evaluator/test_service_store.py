@@ -1,0 +1,60 @@
+"""The job store: async submission, failures as results, state that survives a restart."""
+
+import json
+import time
+
+import pytest
+
+from services.evaluator.jobs import JobStore
+from services.evaluator.settings import EvaluatorSettings
+
+
+def wait(store, job_id):
+    deadline = time.monotonic() + 10
+    while store.get(job_id).status in ("queued", "running"):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return store.get(job_id)
+
+
+def test_jobs_report_progress_results_and_failures(tmp_path):
+    store = JobStore(tmp_path)
+
+    def work(context):
+        context.progress("rollouts", 3, 4)
+        return {"answer": 42}
+
+    def broken(context):
+        raise RuntimeError("backend unreachable")
+
+    done = wait(store, store.submit("gate", {"round": 1}, work).id)
+    assert done.status == "succeeded" and done.result == {"answer": 42}
+    assert done.progress == {"stage": "rollouts", "done": 3, "total": 4}
+    failed = wait(store, store.submit("gate", {}, broken).id)
+    assert failed.status == "failed" and failed.error == "RuntimeError: backend unreachable"
+    assert "backend unreachable" in (tmp_path / failed.id / "traceback.txt").read_text()
+    assert {job.id for job in store.list("gate")} == {done.id, failed.id}
+    store.shutdown()
+
+    (tmp_path / "gate-stale").mkdir()
+    (tmp_path / "gate-stale" / "job.json").write_text(
+        json.dumps({"id": "gate-stale", "kind": "gate", "request": {}, "status": "running"})
+    )
+    reopened = JobStore(tmp_path)
+    assert reopened.get(done.id).result == {"answer": 42}
+    stale = reopened.get("gate-stale")
+    assert stale.status == "failed" and stale.error == "interrupted"
+    reopened.shutdown()
+
+
+def test_settings_are_validated_at_start(monkeypatch):
+    monkeypatch.setenv("EVALUATOR_BACKEND", "openai")
+    with pytest.raises(ValueError, match="EVALUATOR_OPENAI_BASE_URL"):
+        EvaluatorSettings()
+    monkeypatch.setenv("EVALUATOR_BUDGET", "0")
+    with pytest.raises(ValueError, match="budget"):
+        EvaluatorSettings(openai_base_url="http://x", openai_model="m")
+    monkeypatch.delenv("EVALUATOR_BACKEND")
+    monkeypatch.delenv("EVALUATOR_BUDGET")
+    with pytest.raises(LookupError, match="EVALUATOR_REGISTRY_TOKEN"):
+        EvaluatorSettings().registry_client()
