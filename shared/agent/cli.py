@@ -200,10 +200,9 @@ def main(argv: list[str]) -> int:
     except (typer.BadParameter, ValueError, FileNotFoundError, KeyError) as error:
         typer.echo(f"intraskill agent: {error}", err=True)
         return 2
-    except Exception as error:  # click's usage errors
-        import click
-
-        if isinstance(error, click.ClickException):
+    except Exception as error:
+        # Usage errors are click exceptions; typer vendors click, so recognise them by shape.
+        if hasattr(error, "show") and isinstance(getattr(error, "exit_code", None), int):
             error.show()
             return error.exit_code
         raise

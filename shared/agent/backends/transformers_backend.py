@@ -400,12 +400,14 @@ class TransformersBackend:
                 if self._finished(row):
                     start = longest - row.prompt_len
                     end = layers[0].used
+                    # Views, not copies: the next prefill copies what it reuses anyway, and
+                    # compaction below allocates new slabs rather than writing into this one.
                     self._keep(
                         row,
                         [
                             (
-                                layer.keys[position : position + 1, :, start:end, :].clone(),
-                                layer.values[position : position + 1, :, start:end, :].clone(),
+                                layer.keys[position : position + 1, :, start:end, :],
+                                layer.values[position : position + 1, :, start:end, :],
                             )
                             for layer in layers
                         ],
