@@ -13,6 +13,7 @@ from services.registry.aliases.routes import router as aliases_router
 from services.registry.audit.routes import router as audit_router
 from services.registry.auth import TokenTable
 from services.registry.banks.cache import FrozenBankCache
+from services.registry.banks.fastpath import FrozenBankFastPath
 from services.registry.banks.routes import router as banks_router
 from services.registry.cards.routes import router as cards_router
 from services.registry.chunks.routes import router as chunks_router
@@ -70,22 +71,24 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.tokens = TokenTable(settings.tokens)
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
+    if settings.frozen_bank_fast_path:
+        app.add_middleware(FrozenBankFastPath, registry=app)
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
 
-    api = APIRouter(prefix=API_PREFIX)
+    # Flat: each domain router straight onto the app (nesting costs route-matching time), the
+    # hot frozen-bank routes first.
     for router in (
-        chunks_router,
         banks_router,
         aliases_router,
+        chunks_router,
         gates_router,
         cards_router,
         evidence_router,
         audit_router,
     ):
         _publish_roles(router)
-        api.include_router(router)
-    app.include_router(api)
+        app.include_router(router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:

@@ -11,13 +11,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
 from services.registry.auth import Principal
-from services.registry.banks.cache import FrozenBankCache
 from services.registry.concurrency import claim_idempotency
 from services.registry.errors import Forbidden
 from services.registry.pagination import PageParams, page_params
 from services.registry.settings import RegistrySettings
 from shared.registry_api.schemas import Role
 
+# Dependencies that only read app state are `async def`: a plain `def` would cost a thread-pool
+# hop per request, which on the frozen-bank hot path is most of the time spent.
 _bearer = HTTPBearer(auto_error=False, description="a registry token (see docs/registry.md)")
 
 
@@ -42,18 +43,11 @@ def get_session(request: Request) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
-def get_settings(request: Request) -> RegistrySettings:
+async def get_settings(request: Request) -> RegistrySettings:
     return request.app.state.settings
 
 
 SettingsDep = Annotated[RegistrySettings, Depends(get_settings)]
-
-
-def get_bank_cache(request: Request) -> FrozenBankCache:
-    return request.app.state.bank_cache
-
-
-BankCacheDep = Annotated[FrozenBankCache, Depends(get_bank_cache)]
 
 
 async def authenticated(

@@ -17,7 +17,7 @@ class PageParams(BaseModel):
     offset: int
 
 
-def page_params(
+async def page_params(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> PageParams:

@@ -48,6 +48,10 @@ class RegistrySettings(BaseSettings):
     pool_size: int = Field(default=10, ge=1, le=200)
     max_overflow: int = Field(default=40, ge=0, le=500)
     bank_cache_size: int = Field(default=512, ge=0, le=100_000)
+    frozen_bank_fast_path: bool = Field(
+        default=True,
+        description="answer cached frozen-bank GETs before routing (see banks/fastpath.py)",
+    )
     idempotency_ttl_hours: int = Field(default=24 * 7, ge=1)
 
     @field_validator("database_url")

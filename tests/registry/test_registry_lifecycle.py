@@ -291,3 +291,22 @@ def test_operator_retire_and_restore_chunk_make_new_drafts(api):
     assert restored["entries"][0]["rho"] == 0.4
     # The original bank is untouched.
     assert len(api.json("GET", f"/v1/banks/{bank['id']}", role=Role.reader)["entries"]) == 2
+
+
+def test_fast_path_answers_exactly_like_the_route(api, app):
+    version = api.chunk("one")["latest"]["id"]
+    bank = api.bank([version])
+    path = f"/v1/banks/{bank['id']}"
+    assert app.state.bank_cache.get(bank["id"]) is None
+    routed = api.call("GET", path, role=Role.reader, expect=200)  # fills the cache
+    assert app.state.bank_cache.get(bank["id"]) is not None
+    cached = api.call("GET", path, role=Role.reader, expect=200)  # served before routing
+    assert cached.content == routed.content
+    for header in ("etag", "cache-control", "content-type", "content-length"):
+        assert cached.headers[header] == routed.headers[header], header
+    etag = {"If-None-Match": routed.headers["etag"]}
+    assert api.call("GET", path, role=Role.reader, headers=etag).status_code == 304
+    # Without a valid token the cached bank is still refused, with the route's 401.
+    assert api.call("GET", path, role=None).status_code == 401
+    bad = api.client.get(path, headers={"Authorization": "Bearer wrong"})
+    assert bad.status_code == 401 and bad.json() == {"detail": "unknown bearer token"}

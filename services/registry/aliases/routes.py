@@ -11,7 +11,6 @@ from services.registry.aliases import service
 from services.registry.banks.routes import DOCUMENT_RESPONSES, document_response, load_document
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import (
-    BankCacheDep,
     Evaluator,
     Operator,
     Pagination,
@@ -80,16 +79,14 @@ def get_alias(name: NamePath, session: SessionDep, _: Reader, response: Response
 
 
 @router.get("/aliases/{name}/bank", response_model=BankPublic, responses=DOCUMENT_RESPONSES)
-async def get_alias_bank(
-    name: NamePath, request: Request, _: Reader, cache: BankCacheDep
-) -> Response:
+async def get_alias_bank(name: NamePath, request: Request, _: Reader) -> Response:
     """The document of the bank the alias points at now (revalidate with If-None-Match)."""
     alias = await run_in_threadpool(
         service.resolve_outside_request,
         session_factory=request.app.state.session_factory,
         name=name,
     )
-    cached, immutable = await load_document(request, cache, alias.bank_id)
+    cached, immutable = await load_document(request, alias.bank_id)
     response = document_response(request, cached, immutable, cache_control="no-cache")
     response.headers["Content-Location"] = f"/v1/banks/{alias.bank_id}"
     return response

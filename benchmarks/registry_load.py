@@ -1,0 +1,381 @@
+"""Load benchmark of the registry against Postgres on loopback.
+
+Scenarios, each at the same concurrency (default 32 keep-alive connections) for a fixed time:
+  bank_get        GET /v1/banks/{id} of a frozen 10-chunk bank (full body, strong ETag)
+  bank_get_304    the same with If-None-Match: its ETag (304, no body)
+  bank_get_routed bank_get with the frozen-bank response cache off (routing + auth + handler)
+  card_post       POST /v1/cards (a card, its privileged audit and an audit entry; one commit)
+  constant_get    a bare FastAPI endpoint returning a constant JSON body of the bank's size,
+                  served by the same uvicorn settings: the ceiling the registry is compared with
+
+Prints req/s, p50 and p99 latency per scenario and the bank_get / constant_get ratio, and writes
+the figures to a JSON file. The goal on the 2-core development machine is bank_get >= 1,500
+req/s with p99 <= 25 ms and >= 0.5x the constant endpoint.
+
+    python benchmarks/registry_load.py                      # defaults: 32 connections, 5 s each
+    python benchmarks/registry_load.py --duration 10 --workers 2 --out runs/bench/registry.json
+
+The load generator is a minimal asyncio HTTP/1.1 client (uvloop when installed), so it spends
+little of the machine's CPU on itself. Needs Postgres (default: 127.0.0.1:5432, trust auth); it
+creates and drops a scratch database of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from services.registry.migrate import upgrade  # noqa: E402
+from services.registry.settings import hash_token  # noqa: E402
+
+TOKENS = {"operator": "bench-operator", "analyst": "bench-analyst", "reader": "bench-reader"}
+
+
+# ---------------------------------------------------------------- the constant endpoint
+
+
+def constant_app():
+    """uvicorn factory: one GET route answering a fixed JSON body (path in BENCH_PAYLOAD)."""
+    from fastapi import FastAPI, Response
+
+    body = Path(os.environ["BENCH_PAYLOAD"]).read_bytes()
+    app = FastAPI()
+
+    @app.get("/constant")
+    async def constant():  # no return annotation: a string-ified Response confuses FastAPI
+        return Response(body, media_type="application/json")
+
+    return app
+
+
+# ---------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def uvicorn_process(target: str, *, workers: int, env: dict[str, str], app_dir: Path | None = None):
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        target,
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--http",
+        "httptools",
+        "--loop",
+        "uvloop",
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        "--backlog",
+        "2048",
+    ]
+    if app_dir is not None:
+        command += ["--app-dir", str(app_dir)]
+    process = subprocess.Popen(
+        command, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{target} did not start")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+# ---------------------------------------------------------------- load generator
+
+
+async def _connection(
+    port: int, request: bytes, stop_at: float, latencies: list[float], statuses: dict
+):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        while time.perf_counter() < stop_at:
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+                    break
+            if length:
+                await reader.readexactly(length)
+            latencies.append(time.perf_counter() - started)
+            statuses[status] = statuses.get(status, 0) + 1
+    finally:
+        writer.close()
+
+
+async def _load(
+    port: int, requests: list[bytes], concurrency: int, seconds: float
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    started = time.perf_counter()
+    stop_at = started + seconds
+    await asyncio.gather(
+        *(
+            _connection(port, requests[i % len(requests)], stop_at, latencies, statuses)
+            for i in range(concurrency)
+        )
+    )
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    quantiles = (
+        statistics.quantiles(latencies, n=100, method="inclusive")
+        if len(latencies) > 1
+        else [0] * 99
+    )
+    return {
+        "requests": len(latencies),
+        "seconds": round(elapsed, 3),
+        "req_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(quantiles[49] * 1000, 2),
+        "p99_ms": round(quantiles[98] * 1000, 2),
+        "max_ms": round(latencies[-1] * 1000, 2) if latencies else None,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+    }
+
+
+def run_load(
+    port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float
+) -> dict[str, Any]:
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    runner(_load(port, requests, concurrency, warmup))
+    return runner(_load(port, requests, concurrency, seconds))
+
+
+def http_request(
+    method: str, path: str, *, token: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {token}"]
+    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    if body or method == "POST":
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+# ---------------------------------------------------------------- scenario data
+
+
+def seed(url: str) -> tuple[int, str, bytes]:
+    """A frozen bank of 10 Chinese chunks; returns its id, ETag and document bytes."""
+    with httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {TOKENS['operator']}"}
+    ) as http:
+        versions = []
+        for index in range(10):
+            content = {
+                "title": f"搜索查询构建 - 显式约束整合 {index}",
+                "applies_when": "任务包含明确属性约束（品牌、颜色、尺寸、价格、功能等）时",
+                "procedure": [
+                    "将所有核心属性约束整合为单一搜索查询词",
+                    "将价格约束、产品形态、核心成分等关键要素直接融入搜索词",
+                    "避免使用泛化搜索词或分步搜索",
+                ],
+                "verify": "验证搜索结果首屏是否出现匹配所有核心约束的商品",
+                "avoid": "搜索词过于宽泛或遗漏关键约束导致结果不相关",
+            }
+            chunk = http.post(
+                "/v1/chunks",
+                json={"slug": f"chunk-{index}", "content": content, "source": "cold_start"},
+            )
+            chunk.raise_for_status()
+            versions.append(chunk.json()["latest"]["id"])
+        entries = [
+            {"chunk_version_id": v, "rho": 0.2 + 0.07 * i, "coefficient": 0.01 * i}
+            for i, v in enumerate(versions)
+        ]
+        bank = http.post("/v1/banks", json={"entries": entries})
+        bank.raise_for_status()
+        bank_id = bank.json()["id"]
+        http.post(f"/v1/banks/{bank_id}/freeze").raise_for_status()
+        document = http.get(f"/v1/banks/{bank_id}")
+        return bank_id, document.headers["etag"], document.content
+
+
+CARD = {
+    "round": 0,
+    "task_id": "train-000123",
+    "outcome": "ADD",
+    "eligible": True,
+    "privileged_audit": {"earliest_divergence": "step 3", "minimal_repair": "add the budget"},
+    "deployable": {
+        "failure_mechanism": "查询遗漏了预算约束",
+        "applicable_when": "任务给出预算时",
+        "observable_trigger": "首屏商品价格超出预算",
+        "corrective_procedure": "把预算写进搜索词",
+        "verification_step": "首屏价格均在预算内",
+    },
+}
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--workers", type=int, default=2, help="uvicorn workers for both servers")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "registry_load.json"
+    )
+    args = parser.parse_args(argv)
+
+    database = f"registry_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(args.admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}"')
+    database_url = args.admin_url.rsplit("/", 1)[0] + f"/{database}"
+    results: dict[str, Any] = {}
+    try:
+        upgrade(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+        grants = [
+            {"name": f"bench-{role}", "role": role, "token_sha256": hash_token(token)}
+            for role, token in TOKENS.items()
+        ]
+        env = {
+            "DATABASE_URL": database_url,
+            "REGISTRY_TOKENS": json.dumps(grants),
+            "REGISTRY_POOL_SIZE": "20",
+        }
+        with uvicorn_process(
+            "services.registry.app:create_app", workers=args.workers, env=env
+        ) as port:
+            bank_id, etag, document = seed(f"http://127.0.0.1:{port}")
+            get = http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"])
+            get_304 = http_request(
+                "GET",
+                f"/v1/banks/{bank_id}",
+                token=TOKENS["reader"],
+                headers={"If-None-Match": etag},
+            )
+            card = http_request(
+                "POST", "/v1/cards", token=TOKENS["analyst"], body=json.dumps(CARD).encode()
+            )
+            for name, request in (
+                ("bank_get", get),
+                ("bank_get_304", get_304),
+                ("card_post", card),
+            ):
+                results[name] = run_load(
+                    port, [request], args.concurrency, args.duration, args.warmup
+                )
+                print(f"{name:14s} {results[name]}", flush=True)
+        # The same GET with the response cache in front of the app switched off: every request
+        # goes through routing, auth and dependency resolution (the document is still cached).
+        routed_env = {**env, "REGISTRY_FROZEN_BANK_FAST_PATH": "false"}
+        with uvicorn_process(
+            "services.registry.app:create_app", workers=args.workers, env=routed_env
+        ) as port:
+            results["bank_get_routed"] = run_load(
+                port, [get], args.concurrency, args.duration, args.warmup
+            )
+            print(f"{'bank_get_routed':14s} {results['bank_get_routed']}", flush=True)
+        payload = args.out.parent / "constant_payload.json"
+        payload.parent.mkdir(parents=True, exist_ok=True)
+        payload.write_bytes(document)
+        with uvicorn_process(
+            "registry_load:constant_app",
+            workers=args.workers,
+            env={"BENCH_PAYLOAD": str(payload)},
+            app_dir=ROOT / "benchmarks",
+        ) as port:
+            request = http_request("GET", "/constant", token="unused")
+            results["constant_get"] = run_load(
+                port, [request], args.concurrency, args.duration, args.warmup
+            )
+            print(f"{'constant_get':14s} {results['constant_get']}", flush=True)
+    finally:
+        with psycopg.connect(args.admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+    ratio = results["bank_get"]["req_per_s"] / results["constant_get"]["req_per_s"]
+    goals = {
+        "bank_get_req_per_s>=1500": results["bank_get"]["req_per_s"] >= 1500,
+        "bank_get_p99_ms<=25": results["bank_get"]["p99_ms"] <= 25,
+        "bank_get_vs_constant>=0.5": ratio >= 0.5,
+    }
+    routed_ratio = results["bank_get_routed"]["req_per_s"] / results["constant_get"]["req_per_s"]
+    report = {
+        "config": {
+            "concurrency": args.concurrency,
+            "duration_s": args.duration,
+            "workers": args.workers,
+            "server": "uvicorn httptools+uvloop",
+            "payload_bytes": len(document),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_at_end": os.getloadavg(),
+        },
+        "results": results,
+        "bank_get_vs_constant": round(ratio, 3),
+        "bank_get_routed_vs_constant": round(routed_ratio, 3),
+        "goals": goals,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print()
+    print(f"{'scenario':14s} {'req/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s}")
+    for name, figures in results.items():
+        rate, p50, p99 = figures["req_per_s"], figures["p50_ms"], figures["p99_ms"]
+        print(f"{name:14s} {rate:9.1f} {p50:8.2f} {p99:8.2f}")
+    print(f"bank_get / constant_get = {ratio:.2f}x   payload {len(document)} bytes")
+    print(f"bank_get_routed / constant_get = {routed_ratio:.2f}x")
+    print("goals: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in goals.items()))
+    print(f"figures written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
