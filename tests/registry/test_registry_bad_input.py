@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import chunk_content
+from registry_support import chunk_content
 from sqlalchemy import text
 
 from shared.chunks import MAX_FIELD_CHARS, MAX_TITLE_CHARS

@@ -7,7 +7,7 @@ import threading
 import time
 
 import pytest
-from conftest import CHINESE_CHUNK, TOKENS, chunk_content, free_port, serve
+from registry_support import CHINESE_CHUNK, TOKENS, chunk_content, free_port, serve
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse
 

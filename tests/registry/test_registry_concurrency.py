@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from conftest import chunk_content, headers
+from registry_support import chunk_content, headers
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 

@@ -9,8 +9,8 @@ import sys
 import time
 
 import httpx
-from conftest import CHINESE_CHUNK, chunk_content, free_port
 from fastapi.testclient import TestClient
+from registry_support import CHINESE_CHUNK, chunk_content, free_port
 
 from services.registry.app import create_app
 from services.registry.cli import main as registry_cli

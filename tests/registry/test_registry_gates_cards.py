@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CHINESE_CHUNK, chunk_content
+from registry_support import CHINESE_CHUNK, chunk_content
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import chunk_content
+from registry_support import chunk_content
 from sqlalchemy import text
 
 from shared.registry_api.schemas import Role

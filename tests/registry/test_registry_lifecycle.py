@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import CHINESE_CHUNK, chunk_content
+from registry_support import CHINESE_CHUNK, chunk_content
 
 from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
 from shared.registry_api.schemas import Role

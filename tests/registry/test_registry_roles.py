@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import headers
+from registry_support import headers
 
 from services.registry.app import create_app
 from services.registry.settings import RegistrySettings

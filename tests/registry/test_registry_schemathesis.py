@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from conftest import chunk_content, headers
 from hypothesis import HealthCheck, given, settings
+from registry_support import chunk_content, headers
 from schemathesis.checks import not_a_server_error
 
 from services.registry.app import create_app
