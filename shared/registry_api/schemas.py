@@ -449,7 +449,12 @@ class RewardComponents(_Wire):
 
 
 class ObservationIn(_Wire):
-    """One task's paired outcome: bare reward, masked reward, and the versions injected."""
+    """One task's paired outcome: bare reward, masked reward, and the versions injected.
+
+    `inclusion` has one 0/1 entry per pool column. `slot_states`, when given, has one entry per
+    slot: 0 = absent, k = the slot's k-th column in pool order (for a family: 1 = old version,
+    2.. = rewrites); it must agree with `inclusion`.
+    """
 
     task_id: Label
     sample_id: Annotated[int, Field(ge=0, le=1000)] = 0
