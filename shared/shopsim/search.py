@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import OrderedDict
 from typing import Protocol
 
 from shared.shopsim.product import Catalog, Product
@@ -95,10 +96,16 @@ class TantivyIndex:
 
     engine = "tantivy"
 
-    def __init__(self, catalog: Catalog, *, heap_bytes: int = 1_500_000_000) -> None:
+    def __init__(
+        self, catalog: Catalog, *, heap_bytes: int = 1_500_000_000, cache_size: int = 4096
+    ) -> None:
         import tantivy
 
         started = time.perf_counter()
+        # Exact result cache keyed by the query's tokens: siblings of a GRPO group and retries
+        # repeat queries. 0 disables it (the speed benchmark measures cold queries).
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[tuple[str, ...], int], list[int]] = OrderedDict()
         self._tantivy = tantivy
         builder = tantivy.SchemaBuilder()
         for name in FIELDS:
@@ -150,6 +157,19 @@ class TantivyIndex:
         tokens = search_tokens(query)[:MAX_QUERY_TOKENS]
         if not tokens or k <= 0:
             return []
+        if self.cache_size <= 0:
+            return self._search(tokens, k)
+        key = (tokens, k)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._search(tokens, k)
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return list(found)
+
+    def _search(self, tokens: tuple[str, ...], k: int) -> list[int]:
         make = self._tantivy.Query
         should = self._tantivy.Occur.Should
         clauses = [

@@ -85,3 +85,16 @@ def test_top_k_equals_the_prefix_of_the_exhaustive_ranking() -> None:
         noun = product.category.split(" › ")[-1]
         for query in (noun, f"{noun} {product.attributes[2]}", product.title):
             assert index.search(query, 150) == index.search(query, everything)[:150]
+
+
+def test_result_cache_is_exact_and_bounded() -> None:
+    generated = generate_catalog(800, 12)
+    cached = TantivyIndex(generated.catalog, cache_size=3)
+    cold = TantivyIndex(generated.catalog, cache_size=0)
+    queries = ["black", "white", "navy blue", "black", "sky blue", "BLACK", "black"]
+    for query in queries:
+        result = cached.search(query)
+        assert result == cold.search(query)
+        result.clear()  # callers may mutate what they get back
+        assert cached.search(query) == cold.search(query)
+    assert len(cached._cache) <= 3
