@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {
             "DATABASE_URL": database_url,
             "REGISTRY_TOKENS": json.dumps(grants),
-            "REGISTRY_POOL_SIZE": "20",
+            "REGISTRY_POOL_SIZE": "32",
         }
         with uvicorn_process(
             "services.registry.app:create_app", workers=args.workers, env=env

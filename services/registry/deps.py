@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.auth import Principal
 from services.registry.concurrency import claim_idempotency
@@ -22,21 +23,40 @@ from shared.registry_api.schemas import Role
 _bearer = HTTPBearer(auto_error=False, description="a registry token (see docs/registry.md)")
 
 
-def get_session(request: Request) -> Iterator[Session]:
+def _finish(session: Session, *, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+async def get_session(request: Request) -> AsyncIterator[Session]:
     """The request's session: the one place that commits (on success) or rolls back (on error).
 
     Function-scoped (see `SessionDep`), so the commit happens before the response is sent: a
     client that reads right after a write sees it, and a failing commit is still an error answer.
+    Routes run their service call in one thread-pool hop and this dependency commits in one
+    more; a session that never touched the database is closed without a hop.
     """
     session: Session = request.app.state.session_factory()
     request.state.session = session
     try:
         yield session
-        session.commit()
     except BaseException:
-        session.rollback()
+        if session.in_transaction():
+            await run_in_threadpool(_finish, session, commit=False)
+        else:
+            session.close()
         raise
-    finally:
+    if session.in_transaction():
+        await run_in_threadpool(_finish, session, commit=True)
+    else:
         session.close()
 
 
@@ -71,13 +91,16 @@ def require_roles(*roles: Role) -> Callable[..., Principal]:
     """
     allowed = frozenset(roles) | {Role.operator}
 
-    def dependency(request: Request, principal: Reader, session: SessionDep) -> Principal:
+    async def dependency(request: Request, principal: Reader, session: SessionDep) -> Principal:
         if principal.role not in allowed:
             raise Forbidden(
                 f"role {principal.role.value!r} may not do this; needs one of "
                 + ", ".join(sorted(role.value for role in allowed))
             )
-        claim_idempotency(request=request, session=session, principal=principal)
+        if getattr(request.state, "idempotency", None) is not None:
+            await run_in_threadpool(
+                claim_idempotency, request=request, session=session, principal=principal
+            )
         return principal
 
     dependency.roles = sorted(role.value for role in allowed)  # type: ignore[attr-defined]

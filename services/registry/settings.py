@@ -45,8 +45,11 @@ class RegistrySettings(BaseSettings):
     )
     tokens: list[TokenGrant] = Field(default_factory=list)
     protected_aliases: list[Name] = Field(default_factory=lambda: ["production"])
-    pool_size: int = Field(default=10, ge=1, le=200)
-    max_overflow: int = Field(default=40, ge=0, le=500)
+    # Sized for the request concurrency a worker sees (anyio's thread pool runs up to 40 sync
+    # handlers): connections past pool_size are opened and closed per checkout, and that churn
+    # (a Postgres backend per connect) halves write throughput under load.
+    pool_size: int = Field(default=32, ge=1, le=200)
+    max_overflow: int = Field(default=16, ge=0, le=500)
     bank_cache_size: int = Field(default=512, ge=0, le=100_000)
     frozen_bank_fast_path: bool = Field(
         default=True,

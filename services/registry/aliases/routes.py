@@ -44,7 +44,7 @@ def _with_etag(response: Response, alias: AliasPublic) -> AliasPublic:
 
 
 @router.post("/aliases", status_code=status.HTTP_201_CREATED)
-def create_alias(
+async def create_alias(
     data: AliasCreate,
     session: SessionDep,
     principal: Evaluator,
@@ -52,30 +52,42 @@ def create_alias(
     response: Response,
 ) -> AliasPublic:
     """Create an alias pointing at a frozen bank (protected names: operators only)."""
-    alias = service.create_alias(
-        session=session, principal=principal, data=data, protected_names=settings.protected_aliases
+    alias = await run_in_threadpool(
+        service.create_alias,
+        session=session,
+        principal=principal,
+        data=data,
+        protected_names=settings.protected_aliases,
     )
     response.headers["Location"] = f"/v1/aliases/{alias.name}"
     return _with_etag(response, alias)
 
 
 @router.get("/aliases")
-def list_aliases(
+async def list_aliases(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
     bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Page[AliasPublic]:
     """List aliases, optionally those pointing at one bank."""
-    return service.list_aliases(
-        session=session, bank_id=bank_id, limit=paging.limit, offset=paging.offset
+    return await run_in_threadpool(
+        service.list_aliases,
+        session=session,
+        bank_id=bank_id,
+        limit=paging.limit,
+        offset=paging.offset,
     )
 
 
 @router.get("/aliases/{name}")
-def get_alias(name: NamePath, session: SessionDep, _: Reader, response: Response) -> AliasPublic:
+async def get_alias(
+    name: NamePath, session: SessionDep, _: Reader, response: Response
+) -> AliasPublic:
     """Resolve an alias: its bank id and ETag (use the ETag as If-Match to move it)."""
-    return _with_etag(response, service.get_alias(session=session, name=name))
+    return _with_etag(
+        response, await run_in_threadpool(service.get_alias, session=session, name=name)
+    )
 
 
 @router.get("/aliases/{name}/bank", response_model=BankPublic, responses=DOCUMENT_RESPONSES)
@@ -96,7 +108,7 @@ async def get_alias_bank(name: NamePath, request: Request, _: Reader) -> Respons
     "/aliases/{name}",
     responses={412: {"description": "stale If-Match"}, 428: {"description": "If-Match missing"}},
 )
-def move_alias(
+async def move_alias(
     name: NamePath,
     data: AliasMove,
     session: SessionDep,
@@ -106,7 +118,8 @@ def move_alias(
     if_match: IfMatch = None,
 ) -> AliasPublic:
     """Move the alias to another frozen bank; compare-and-set on If-Match."""
-    alias = service.move_alias(
+    alias = await run_in_threadpool(
+        service.move_alias,
         session=session,
         principal=principal,
         name=name,
@@ -118,7 +131,7 @@ def move_alias(
 
 
 @router.post("/aliases/{name}/rollback", responses={412: {"description": "stale If-Match"}})
-def rollback_alias(
+async def rollback_alias(
     name: NamePath,
     data: AliasRollback,
     session: SessionDep,
@@ -127,15 +140,22 @@ def rollback_alias(
     if_match: IfMatch = None,
 ) -> AliasPublic:
     """Operator: point the alias back at an earlier bank (default: the previous one)."""
-    alias = service.rollback_alias(
-        session=session, principal=principal, name=name, data=data, if_match=if_match
+    alias = await run_in_threadpool(
+        service.rollback_alias,
+        session=session,
+        principal=principal,
+        name=name,
+        data=data,
+        if_match=if_match,
     )
     return _with_etag(response, alias)
 
 
 @router.get("/aliases/{name}/history")
-def alias_history(
+async def alias_history(
     name: NamePath, session: SessionDep, _: Reader, paging: Pagination
 ) -> Page[AliasEventPublic]:
     """The alias's append-only history (who moved it where, when, why)."""
-    return service.history(session=session, name=name, limit=paging.limit, offset=paging.offset)
+    return await run_in_threadpool(
+        service.history, session=session, name=name, limit=paging.limit, offset=paging.offset
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.audit import service
 from services.registry.concurrency import IdempotentRoute
@@ -15,7 +16,7 @@ router = APIRouter(tags=["audit"], route_class=IdempotentRoute)
 
 
 @router.get("/audit")
-def list_audit(
+async def list_audit(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -25,7 +26,8 @@ def list_audit(
     action: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[AuditEntryPublic]:
     """Every write, oldest first: actor, role, action, object, before/after, time."""
-    return service.list_entries(
+    return await run_in_threadpool(
+        service.list_entries,
         session=session,
         object_type=object_type,
         object_id=object_id,

@@ -71,17 +71,19 @@ def _created(response: Response, bank_id: int) -> None:
 
 
 @router.post("/banks", status_code=status.HTTP_201_CREATED)
-def create_bank(
+async def create_bank(
     data: BankCreate, session: SessionDep, principal: Evaluator, response: Response
 ) -> BankPublic:
     """Create a draft bank (explicit entries, or a copy of `from_bank_id`)."""
-    bank = service.create_bank(session=session, principal=principal, data=data)
+    bank = await run_in_threadpool(
+        service.create_bank, session=session, principal=principal, data=data
+    )
     _created(response, bank.id)
     return bank
 
 
 @router.get("/banks")
-def list_banks(
+async def list_banks(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -90,7 +92,8 @@ def list_banks(
     parent_bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Page[BankSummary]:
     """List bank summaries (status, hash, size), filtered."""
-    return service.list_banks(
+    return await run_in_threadpool(
+        service.list_banks,
         session=session,
         status=status,
         round=round,
@@ -108,44 +111,50 @@ async def get_bank(bank_id: IdPath, request: Request, _: Reader) -> Response:
 
 
 @router.patch("/banks/{bank_id}")
-def update_bank(
+async def update_bank(
     bank_id: IdPath, data: BankUpdate, session: SessionDep, principal: Evaluator
 ) -> BankPublic:
     """Change a draft's q / round / parent / decision / note (409 once frozen)."""
-    return service.update_bank(session=session, principal=principal, bank_id=bank_id, data=data)
+    return await run_in_threadpool(
+        service.update_bank, session=session, principal=principal, bank_id=bank_id, data=data
+    )
 
 
 @router.get("/banks/{bank_id}/summary")
-def get_summary(bank_id: IdPath, session: SessionDep, _: Reader) -> BankSummary:
+async def get_summary(bank_id: IdPath, session: SessionDep, _: Reader) -> BankSummary:
     """The bank's lifecycle status and size."""
-    return service.get_summary(session=session, bank_id=bank_id)
+    return await run_in_threadpool(service.get_summary, session=session, bank_id=bank_id)
 
 
 @router.post("/banks/{bank_id}/freeze")
-def freeze_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+async def freeze_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
     """Draft -> frozen (content-hashed, immutable from now on)."""
-    return service.freeze_bank(session=session, principal=principal, bank_id=bank_id)
+    return await run_in_threadpool(
+        service.freeze_bank, session=session, principal=principal, bank_id=bank_id
+    )
 
 
 @router.post("/banks/{bank_id}/retire")
-def retire_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+async def retire_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
     """Frozen -> retired (409 while an alias points at it)."""
-    return service.retire_bank(session=session, principal=principal, bank_id=bank_id)
+    return await run_in_threadpool(
+        service.retire_bank, session=session, principal=principal, bank_id=bank_id
+    )
 
 
 @router.get("/banks/{bank_id}/diff")
-def diff_banks(
+async def diff_banks(
     bank_id: IdPath,
     session: SessionDep,
     _: Reader,
     against: Annotated[int, Query(ge=1, le=MAX_ID, description="the older bank")],
 ) -> BankDiff:
     """Added / retired / rewritten chunks and rho changes from `against` to this bank."""
-    return service.diff(session=session, bank_id=bank_id, against=against)
+    return await run_in_threadpool(service.diff, session=session, bank_id=bank_id, against=against)
 
 
 @router.get("/banks/{bank_id}/render")
-def render_bank(
+async def render_bank(
     bank_id: IdPath,
     session: SessionDep,
     _: Reader,
@@ -155,21 +164,25 @@ def render_bank(
     ] = None,
 ) -> RenderedBank:
     """The exact skill block a prompt contains for this inclusion vector."""
-    return service.render(session=session, bank_id=bank_id, inclusion=inclusion)
+    return await run_in_threadpool(
+        service.render, session=session, bank_id=bank_id, inclusion=inclusion
+    )
 
 
 @router.post("/banks/{bank_id}/retire-chunk", status_code=status.HTTP_201_CREATED)
-def retire_chunk(
+async def retire_chunk(
     bank_id: IdPath, data: ChunkRetire, session: SessionDep, principal: Operator, response: Response
 ) -> BankPublic:
     """Operator: a new draft (child of this bank) without the chunk."""
-    bank = service.retire_chunk(session=session, principal=principal, bank_id=bank_id, data=data)
+    bank = await run_in_threadpool(
+        service.retire_chunk, session=session, principal=principal, bank_id=bank_id, data=data
+    )
     _created(response, bank.id)
     return bank
 
 
 @router.post("/banks/{bank_id}/restore-chunk", status_code=status.HTTP_201_CREATED)
-def restore_chunk(
+async def restore_chunk(
     bank_id: IdPath,
     data: ChunkRestore,
     session: SessionDep,
@@ -177,6 +190,8 @@ def restore_chunk(
     response: Response,
 ) -> BankPublic:
     """Operator: a new draft (child of this bank) with the chunk restored."""
-    bank = service.restore_chunk(session=session, principal=principal, bank_id=bank_id, data=data)
+    bank = await run_in_threadpool(
+        service.restore_chunk, session=session, principal=principal, bank_id=bank_id, data=data
+    )
     _created(response, bank.id)
     return bank

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.cards import service
 from services.registry.concurrency import IdempotentRoute
@@ -28,17 +29,19 @@ RoundQuery = Annotated[int | None, Query(ge=0, le=MAX_ID)]
 
 
 @router.post("/cards", status_code=status.HTTP_201_CREATED)
-def create_card(
+async def create_card(
     data: CardCreate, session: SessionDep, principal: Analyst, response: Response
 ) -> CardPublic:
     """Store a failure card (outcome, eligibility, firewall findings, both halves)."""
-    card = service.create_card(session=session, principal=principal, data=data)
+    card = await run_in_threadpool(
+        service.create_card, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/cards/{card.id}"
     return card
 
 
 @router.get("/cards")
-def list_cards(
+async def list_cards(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -48,7 +51,8 @@ def list_cards(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[CardPublic]:
     """List cards (deployable half only), filtered."""
-    return service.list_cards(
+    return await run_in_threadpool(
+        service.list_cards,
         session=session,
         round=round,
         outcome=outcome,
@@ -60,29 +64,33 @@ def list_cards(
 
 
 @router.get("/cards/{card_id}")
-def get_card(card_id: IdPath, session: SessionDep, _: Reader) -> CardPublic:
+async def get_card(card_id: IdPath, session: SessionDep, _: Reader) -> CardPublic:
     """One card without its privileged audit."""
-    return service.get_card(session=session, card_id=card_id)
+    return await run_in_threadpool(service.get_card, session=session, card_id=card_id)
 
 
 @router.get("/cards/{card_id}/audit")
-def get_card_audit(card_id: IdPath, session: SessionDep, _: PrivilegedReader) -> CardAuditPublic:
+async def get_card_audit(
+    card_id: IdPath, session: SessionDep, _: PrivilegedReader
+) -> CardAuditPublic:
     """The card's gold-aware audit: analysts and operators only."""
-    return service.get_card_audit(session=session, card_id=card_id)
+    return await run_in_threadpool(service.get_card_audit, session=session, card_id=card_id)
 
 
 @router.post("/candidates", status_code=status.HTTP_201_CREATED)
-def create_candidate(
+async def create_candidate(
     data: CandidateCreate, session: SessionDep, principal: Analyst, response: Response
 ) -> CandidatePublic:
     """Store an ADD / REWRITE candidate as a new chunk version, citing its source cards."""
-    candidate = service.create_candidate(session=session, principal=principal, data=data)
+    candidate = await run_in_threadpool(
+        service.create_candidate, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/candidates/{candidate.id}"
     return candidate
 
 
 @router.get("/candidates")
-def list_candidates(
+async def list_candidates(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -91,7 +99,8 @@ def list_candidates(
     status: CandidateStatus | None = None,
 ) -> Page[CandidatePublic]:
     """List candidates, filtered."""
-    return service.list_candidates(
+    return await run_in_threadpool(
+        service.list_candidates,
         session=session,
         round=round,
         operation=operation,
@@ -102,6 +111,8 @@ def list_candidates(
 
 
 @router.get("/candidates/{candidate_id}")
-def get_candidate(candidate_id: IdPath, session: SessionDep, _: Reader) -> CandidatePublic:
+async def get_candidate(candidate_id: IdPath, session: SessionDep, _: Reader) -> CandidatePublic:
     """One candidate."""
-    return service.get_candidate(session=session, candidate_id=candidate_id)
+    return await run_in_threadpool(
+        service.get_candidate, session=session, candidate_id=candidate_id
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.chunks import service
 from services.registry.concurrency import IdempotentRoute
@@ -23,32 +24,38 @@ router = APIRouter(tags=["chunks"], route_class=IdempotentRoute)
 
 
 @router.post("/chunks", status_code=status.HTTP_201_CREATED)
-def create_chunk(
+async def create_chunk(
     data: ChunkCreate, session: SessionDep, principal: Analyst, response: Response
 ) -> ChunkPublic:
     """Create a logical chunk and its version 1 (leak-checked)."""
-    chunk = service.create_chunk(session=session, principal=principal, data=data)
+    chunk = await run_in_threadpool(
+        service.create_chunk, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/chunks/{chunk.id}"
     return chunk
 
 
 @router.get("/chunks")
-def list_chunks(
+async def list_chunks(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
     slug_prefix: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[ChunkPublic]:
     """List chunks (each with its latest version), filtered by slug prefix."""
-    return service.list_chunks(
-        session=session, slug_prefix=slug_prefix, limit=paging.limit, offset=paging.offset
+    return await run_in_threadpool(
+        service.list_chunks,
+        session=session,
+        slug_prefix=slug_prefix,
+        limit=paging.limit,
+        offset=paging.offset,
     )
 
 
 @router.get("/chunks/{chunk_id}")
-def get_chunk(chunk_id: IdPath, session: SessionDep, _: Reader) -> ChunkPublic:
+async def get_chunk(chunk_id: IdPath, session: SessionDep, _: Reader) -> ChunkPublic:
     """One chunk with its latest version."""
-    return service.get_chunk(session=session, chunk_id=chunk_id)
+    return await run_in_threadpool(service.get_chunk, session=session, chunk_id=chunk_id)
 
 
 @router.post(
@@ -56,7 +63,7 @@ def get_chunk(chunk_id: IdPath, session: SessionDep, _: Reader) -> ChunkPublic:
     status_code=status.HTTP_201_CREATED,
     responses={200: {"description": "content equals the latest version; nothing stored"}},
 )
-def create_version(
+async def create_version(
     chunk_id: IdPath,
     data: ChunkVersionCreate,
     session: SessionDep,
@@ -64,8 +71,8 @@ def create_version(
     response: Response,
 ) -> ChunkVersionPublic:
     """Add a version (201); identical content to the latest version returns it (200)."""
-    version, created = service.create_version(
-        session=session, principal=principal, chunk_id=chunk_id, data=data
+    version, created = await run_in_threadpool(
+        service.create_version, session=session, principal=principal, chunk_id=chunk_id, data=data
     )
     if not created:
         response.status_code = status.HTTP_200_OK
@@ -74,7 +81,7 @@ def create_version(
 
 
 @router.get("/chunks/{chunk_id}/versions")
-def list_versions(
+async def list_versions(
     chunk_id: IdPath,
     session: SessionDep,
     _: Reader,
@@ -82,20 +89,31 @@ def list_versions(
     source: ChunkSource | None = None,
 ) -> Page[ChunkVersionPublic]:
     """The chunk's version history, oldest first."""
-    return service.list_versions(
-        session=session, chunk_id=chunk_id, source=source, limit=paging.limit, offset=paging.offset
+    return await run_in_threadpool(
+        service.list_versions,
+        session=session,
+        chunk_id=chunk_id,
+        source=source,
+        limit=paging.limit,
+        offset=paging.offset,
     )
 
 
 @router.get("/chunks/{chunk_id}/versions/{version}")
-def get_version(
+async def get_version(
     chunk_id: IdPath, version: IdPath, session: SessionDep, _: Reader
 ) -> ChunkVersionPublic:
     """One numbered version of a chunk."""
-    return service.get_version(session=session, chunk_id=chunk_id, version=version)
+    return await run_in_threadpool(
+        service.get_version, session=session, chunk_id=chunk_id, version=version
+    )
 
 
 @router.get("/chunk-versions/{version_id}")
-def get_version_by_id(version_id: IdPath, session: SessionDep, _: Reader) -> ChunkVersionPublic:
+async def get_version_by_id(
+    version_id: IdPath, session: SessionDep, _: Reader
+) -> ChunkVersionPublic:
     """One chunk version by its global id (as banks and gate pools refer to it)."""
-    return service.get_version_by_id(session=session, version_id=version_id)
+    return await run_in_threadpool(
+        service.get_version_by_id, session=session, version_id=version_id
+    )

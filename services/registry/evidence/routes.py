@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Pagination, Reader, SessionDep, Trainer
@@ -26,43 +27,55 @@ RoundQuery = Annotated[int | None, Query(ge=0, le=MAX_ID)]
 
 
 @router.post("/checkpoints", status_code=status.HTTP_201_CREATED)
-def create_checkpoint(
+async def create_checkpoint(
     data: CheckpointCreate, session: SessionDep, principal: Trainer, response: Response
 ) -> CheckpointPublic:
     """Register a checkpoint (id, URI, step, round)."""
-    checkpoint = service.create_checkpoint(session=session, principal=principal, data=data)
+    checkpoint = await run_in_threadpool(
+        service.create_checkpoint, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/checkpoints/{checkpoint.id}"
     return checkpoint
 
 
 @router.get("/checkpoints")
-def list_checkpoints(
+async def list_checkpoints(
     session: SessionDep, _: Reader, paging: Pagination, round: RoundQuery = None
 ) -> Page[CheckpointPublic]:
     """List checkpoints by step."""
-    return service.list_checkpoints(
-        session=session, round=round, limit=paging.limit, offset=paging.offset
+    return await run_in_threadpool(
+        service.list_checkpoints,
+        session=session,
+        round=round,
+        limit=paging.limit,
+        offset=paging.offset,
     )
 
 
 @router.get("/checkpoints/{checkpoint_id}")
-def get_checkpoint(checkpoint_id: NamePath, session: SessionDep, _: Reader) -> CheckpointPublic:
+async def get_checkpoint(
+    checkpoint_id: NamePath, session: SessionDep, _: Reader
+) -> CheckpointPublic:
     """One checkpoint."""
-    return service.get_checkpoint(session=session, checkpoint_id=checkpoint_id)
+    return await run_in_threadpool(
+        service.get_checkpoint, session=session, checkpoint_id=checkpoint_id
+    )
 
 
 @router.post("/evidence", status_code=status.HTTP_201_CREATED)
-def create_evidence(
+async def create_evidence(
     data: EvidenceCreate, session: SessionDep, principal: Trainer, response: Response
 ) -> EvidencePublic:
     """Record an all-wrong group (task, treatment, bank, checkpoint, retry outcome)."""
-    group = service.create_group(session=session, principal=principal, data=data)
+    group = await run_in_threadpool(
+        service.create_group, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/evidence/{group.id}"
     return group
 
 
 @router.get("/evidence")
-def list_evidence(
+async def list_evidence(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -72,7 +85,8 @@ def list_evidence(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[EvidencePublic]:
     """List all-wrong groups, filtered (e.g. retry_outcome=failure for the analyst)."""
-    return service.list_groups(
+    return await run_in_threadpool(
+        service.list_groups,
         session=session,
         round=round,
         checkpoint_id=checkpoint_id,
@@ -84,14 +98,16 @@ def list_evidence(
 
 
 @router.get("/evidence/{group_id}")
-def get_evidence(group_id: IdPath, session: SessionDep, _: Reader) -> EvidencePublic:
+async def get_evidence(group_id: IdPath, session: SessionDep, _: Reader) -> EvidencePublic:
     """One all-wrong group."""
-    return service.get_group(session=session, group_id=group_id)
+    return await run_in_threadpool(service.get_group, session=session, group_id=group_id)
 
 
 @router.patch("/evidence/{group_id}")
-def settle_evidence(
+async def settle_evidence(
     group_id: IdPath, data: EvidenceUpdate, session: SessionDep, principal: Trainer
 ) -> EvidencePublic:
     """Record the full-skill retry's outcome of a pending group."""
-    return service.settle_retry(session=session, principal=principal, group_id=group_id, data=data)
+    return await run_in_threadpool(
+        service.settle_retry, session=session, principal=principal, group_id=group_id, data=data
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from starlette.concurrency import run_in_threadpool
 
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Evaluator, Pagination, Reader, SessionDep
@@ -28,17 +29,19 @@ router = APIRouter(tags=["gates"], route_class=IdempotentRoute)
 
 
 @router.post("/gates", status_code=status.HTTP_201_CREATED)
-def create_gate_run(
+async def create_gate_run(
     data: GateRunCreate, session: SessionDep, principal: Evaluator, response: Response
 ) -> GateRunPublic:
     """Open a gate run: checkpoint, base bank, candidate pool (slots and families), mask seed."""
-    run = service.create_run(session=session, principal=principal, data=data)
+    run = await run_in_threadpool(
+        service.create_run, session=session, principal=principal, data=data
+    )
     response.headers["Location"] = f"/v1/gates/{run.id}"
     return run
 
 
 @router.get("/gates")
-def list_gate_runs(
+async def list_gate_runs(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
@@ -47,7 +50,8 @@ def list_gate_runs(
     checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[GateRunPublic]:
     """List gate runs, filtered by round, status or checkpoint."""
-    return service.list_runs(
+    return await run_in_threadpool(
+        service.list_runs,
         session=session,
         round=round,
         status=status,
@@ -58,29 +62,33 @@ def list_gate_runs(
 
 
 @router.get("/gates/{run_id}")
-def get_gate_run(run_id: IdPath, session: SessionDep, _: Reader) -> GateRunPublic:
+async def get_gate_run(run_id: IdPath, session: SessionDep, _: Reader) -> GateRunPublic:
     """One gate run."""
-    return service.get_run(session=session, run_id=run_id)
+    return await run_in_threadpool(service.get_run, session=session, run_id=run_id)
 
 
 @router.patch("/gates/{run_id}")
-def close_gate_run(
+async def close_gate_run(
     run_id: IdPath, data: GateRunUpdate, session: SessionDep, principal: Evaluator
 ) -> GateRunPublic:
     """Close an open gate without a decision (incomplete or failed)."""
-    return service.update_run(session=session, principal=principal, run_id=run_id, data=data)
+    return await run_in_threadpool(
+        service.update_run, session=session, principal=principal, run_id=run_id, data=data
+    )
 
 
 @router.post("/gates/{run_id}/observations", status_code=status.HTTP_201_CREATED)
-def add_observations(
+async def add_observations(
     run_id: IdPath, data: ObservationBatch, session: SessionDep, principal: Evaluator
 ) -> ObservationBatchResult:
     """Append raw per-task observations (bare and masked components, inclusion vector)."""
-    return service.add_observations(session=session, principal=principal, run_id=run_id, data=data)
+    return await run_in_threadpool(
+        service.add_observations, session=session, principal=principal, run_id=run_id, data=data
+    )
 
 
 @router.get("/gates/{run_id}/observations")
-def list_observations(
+async def list_observations(
     run_id: IdPath,
     session: SessionDep,
     _: Reader,
@@ -88,13 +96,18 @@ def list_observations(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[ObservationPublic]:
     """The raw observations of a gate, for re-fitting and audit."""
-    return service.list_observations(
-        session=session, run_id=run_id, task_id=task_id, limit=paging.limit, offset=paging.offset
+    return await run_in_threadpool(
+        service.list_observations,
+        session=session,
+        run_id=run_id,
+        task_id=task_id,
+        limit=paging.limit,
+        offset=paging.offset,
     )
 
 
 @router.post("/gates/{run_id}/decision", status_code=status.HTTP_201_CREATED)
-def post_decision(
+async def post_decision(
     run_id: IdPath,
     data: DecisionCreate,
     session: SessionDep,
@@ -102,18 +115,20 @@ def post_decision(
     response: Response,
 ) -> DecisionPublic:
     """Record the decision (a row per pool version) and complete the gate."""
-    decision = service.post_decision(session=session, principal=principal, run_id=run_id, data=data)
+    decision = await run_in_threadpool(
+        service.post_decision, session=session, principal=principal, run_id=run_id, data=data
+    )
     response.headers["Location"] = f"/v1/decisions/{decision.id}"
     return decision
 
 
 @router.get("/gates/{run_id}/decision")
-def get_run_decision(run_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
+async def get_run_decision(run_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
     """The decision of a gate run."""
-    return service.get_run_decision(session=session, run_id=run_id)
+    return await run_in_threadpool(service.get_run_decision, session=session, run_id=run_id)
 
 
 @router.get("/decisions/{decision_id}")
-def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
+async def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
     """One gate decision by id."""
-    return service.get_decision(session=session, decision_id=decision_id)
+    return await run_in_threadpool(service.get_decision, session=session, decision_id=decision_id)
