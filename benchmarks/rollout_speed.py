@@ -113,7 +113,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompt-version", default="shopsim-compact-en-text-v1")
     parser.add_argument("--skip-sequential", action="store_true", help="only the batched engine")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/rollout_speed.json"))
+    parser.add_argument("--out", type=Path, default=Path("runs/rollout_speed.json"))
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)

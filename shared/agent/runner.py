@@ -195,7 +195,6 @@ class RolloutEngine:
         finished: dict[str, Trajectory] = {}
         pending = list(zip(specs, ids, strict=True))
         pending.reverse()
-        live: list[_Live] = []
 
         def finish(item: _Live) -> None:
             assert item.trajectory is not None
@@ -206,6 +205,79 @@ class RolloutEngine:
             if on_trajectory is not None:
                 on_trajectory(item.trajectory)
 
+        if getattr(self.backend, "stream", None) is not None:
+            self._run_streaming(pending, finish)
+        else:
+            self._run_rounds(pending, finish)
+        self.stats.wall_s = time.perf_counter() - started
+        return [finished[episode_id] for episode_id in ids]
+
+    def _next_episode(
+        self, pending: list[tuple[EpisodeSpec, str]], finish: Callable[[_Live], None]
+    ):
+        """Start pending episodes until one asks for a turn; returns (episode, request) or None."""
+        while pending:
+            spec, episode_id = pending.pop()
+            item = self._start(spec, episode_id)
+            request = self._request(item) if item.trajectory is None else None
+            if request is not None:
+                return item, request
+            finish(item)
+        return None
+
+    def _run_streaming(
+        self, pending: list[tuple[EpisodeSpec, str]], finish: Callable[[_Live], None]
+    ) -> None:
+        """Continuous batching: a turn's end immediately yields that episode's next turn, or a new
+        episode's first when it ended, so the backend's decode batch never waits for a round."""
+        live: dict[str, _Live] = {}
+        outside = 0.0  # time spent in callbacks here rather than generating
+
+        def follow_up(request: TurnRequest, output: TurnOutput | TurnFailure) -> TurnRequest | None:
+            nonlocal outside
+            entered = time.perf_counter()
+            try:
+                item = live[request.key]
+                self._apply(item, output)
+                if item.trajectory is None:
+                    following = self._request(item)
+                    if following is not None:
+                        return following
+                finish(live.pop(item.episode_id))
+                started = self._next_episode(pending, finish)
+                if started is None:
+                    return None
+                live[started[0].episode_id] = started[0]
+                return started[1]
+            finally:
+                outside += time.perf_counter() - entered
+
+        while True:
+            requests: list[TurnRequest] = []
+            while pending and len(requests) < self.config.concurrency:
+                started = self._next_episode(pending, finish)
+                if started is not None:
+                    live[started[0].episode_id] = started[0]
+                    requests.append(started[1])
+            if not requests:
+                return
+            began, outside = time.perf_counter(), 0.0
+            try:
+                self.backend.stream(requests, self.config.decoding, follow_up)  # type: ignore[attr-defined]
+                problem = "backend returned no output"
+            except Exception as error:  # fails the live episodes, not the run
+                problem = f"backend error: {type(error).__name__}: {error}"
+            self.stats.generate_s += time.perf_counter() - began - outside
+            self.stats.rounds += 1
+            for item in list(live.values()):
+                self._end_unscored(item, problem)
+                finish(live.pop(item.episode_id))
+
+    def _run_rounds(
+        self, pending: list[tuple[EpisodeSpec, str]], finish: Callable[[_Live], None]
+    ) -> None:
+        """One `generate` call per round over every live episode."""
+        live: list[_Live] = []
         while pending or live:
             while pending and len(live) < self.config.concurrency:
                 spec, episode_id = pending.pop()
@@ -235,8 +307,6 @@ class RolloutEngine:
                 else:
                     still.append(item)
             live = still
-        self.stats.wall_s = time.perf_counter() - started
-        return [finished[episode_id] for episode_id in ids]
 
     # -- episode lifecycle ------------------------------------------------------------------
 

@@ -182,3 +182,17 @@ def test_hosted_mode_sends_only_openai_fields() -> None:
     body = backend.body(TurnRequest("k", (), None, 8, 3), DecodingConfig(seed=None))
     assert set(body) == {"model", "messages", "max_tokens", "temperature", "top_p", "logprobs", "n"}
     backend.close()
+
+
+def test_make_backend(tiny_dir) -> None:
+    from shared.agent.backends import make_backend
+
+    backend = make_backend("transformers", str(tiny_dir), checkpoint_id="step-7")
+    assert isinstance(backend, TransformersBackend) and backend.checkpoint_id == "step-7"
+    remote = make_backend("openai", "served-name", base_url="http://127.0.0.1:9/v1")
+    assert isinstance(remote, OpenAIBackend) and remote.checkpoint_id == "served-name"
+    remote.close()
+    with pytest.raises(ValueError, match="base_url"):
+        make_backend("openai", "m")
+    with pytest.raises(ValueError, match="unknown backend"):
+        make_backend("sglang", str(tiny_dir))

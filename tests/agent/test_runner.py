@@ -288,3 +288,56 @@ def test_tools_layout_needs_a_tool_template(renderer) -> None:
             RolloutEngine(ScriptedShop(), backend, TOOLS)
     finally:
         backend.renderer.supports_tools = True
+
+
+class StreamingScripted(ScriptedBackend):
+    """A scripted backend with the continuous-batching interface; may raise after some turns."""
+
+    def __init__(self, *args, raise_after: int | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.raise_after = raise_after
+        self.in_flight_max = 0
+
+    def stream(self, requests, decoding, follow_up) -> None:
+        queue = list(requests)
+        answered = 0
+        while queue:
+            self.in_flight_max = max(self.in_flight_max, len(queue))
+            request = queue.pop(0)
+            if self.raise_after is not None and answered >= self.raise_after:
+                raise RuntimeError("engine died")
+            [output] = self.generate([request], decoding)
+            answered += 1
+            following = follow_up(request, output)
+            if following is not None:
+                queue.append(following)
+
+
+def test_streaming_backends_refill_and_keep_the_concurrency(renderer) -> None:
+    backend = StreamingScripted(renderer, script_of(BUY))
+    config = RolloutConfig(
+        prompt_version=TEXT.prompt_version, decoding=TEXT.decoding, concurrency=2
+    )
+    engine = RolloutEngine(ScriptedShop(), backend, config)
+    trajectories = engine.run([EpisodeSpec(f"t{i}", i) for i in range(5)])
+    assert [t.termination for t in trajectories] == ["purchase"] * 5
+    assert backend.in_flight_max == 2 and engine.stats.turns == 20
+    assert sorted(backend.released) == sorted(t.episode_id for t in trajectories)
+
+
+def test_streaming_backend_that_raises_fails_live_episodes_only(renderer) -> None:
+    backend = StreamingScripted(renderer, script_of(BUY), raise_after=5)
+    config = RolloutConfig(
+        prompt_version=TEXT.prompt_version, decoding=TEXT.decoding, concurrency=2
+    )
+    trajectories = RolloutEngine(ScriptedShop(), backend, config).run(
+        [EpisodeSpec(f"t{i}", i) for i in range(4)]
+    )
+    assert [t.scored for t in trajectories] == [False, False, False, False]
+    backend = StreamingScripted(renderer, script_of(BUY), raise_after=9)
+    trajectories = RolloutEngine(ScriptedShop(), backend, config).run(
+        [EpisodeSpec(f"t{i}", i) for i in range(4)]
+    )
+    # 9 turns: both first episodes bought (8 turns), then the engine died with two live.
+    assert [t.scored for t in trajectories] == [True, True, False, False]
+    assert "engine died" in trajectories[2].error

@@ -7,9 +7,14 @@ Each turn has two phases:
    through the model. Prefill is compute-bound, so batching it would only add padding.
 2. **Decode, all episodes together.** The prefilled caches are copied right-aligned into one
    preallocated slab (left padding masked out), and each step feeds every unfinished episode's last
-   token with its own position id. Decode is bound by reading the weights, so a batch of 16 costs
-   little more than one row. Finished rows leave the batch at once and their cache is kept for
-   the episode's next turn.
+   token with its own position id. A batch-1 step is bound by reading the weights, so a batch of
+   16 costs far less than 16 steps. Finished rows leave the batch at once and their cache is kept
+   for the episode's next turn.
+
+Batching is continuous (`stream`): when a row's turn ends, the runtime's callback steps that
+episode's environment and returns its next turn (or a new episode's first), which is prefilled
+and joins the decode batch at the next slab rebuild, so no episode waits for the slowest turn of
+a round.
 
 Sampling is per row with its own seeded generator, so an episode's tokens do not depend on which
 other episodes share its batch (up to floating-point differences of batched matmuls).
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ from shared.agent.chat import ChatRenderer
 from shared.agent.decoding import DecodingConfig
 
 PREFILL_CHUNK = 2048  # bounds attention memory of a long prompt on CPU
+REBUILD_EVERY = 4  # decode steps a prefilled row may wait before the slab is rebuilt to admit it
 
 
 class _SlabLayer(CacheLayerMixin):
@@ -87,7 +93,6 @@ class _StoredContext:
 
 @dataclass
 class _Row:
-    index: int
     request: TurnRequest
     generator: torch.Generator
     layers: list[tuple[torch.Tensor, torch.Tensor]]  # prefilled cache, [1, h, prompt_len, d]
@@ -97,6 +102,12 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    joined: float = 0.0  # when the row entered the decode loop
+
+    @property
+    def context_len(self) -> int:
+        """Tokens whose KV state exists: the prompt and every generated token but the last."""
+        return self.prompt_len + len(self.tokens) - 1
 
 
 def sample_token(
@@ -223,48 +234,106 @@ class TransformersBackend:
     def close(self) -> None:
         self.clear_cache()
 
-    @torch.inference_mode()
     def generate(
         self, requests: Sequence[TurnRequest], decoding: DecodingConfig
     ) -> list[TurnOutput | TurnFailure]:
-        results: list[TurnOutput | TurnFailure | None] = [None] * len(requests)
-        rows: list[_Row] = []
-        for index, request in enumerate(requests):
+        """One round: every request's turn, decoded together."""
+        results: dict[int, TurnOutput | TurnFailure] = {}
+
+        def collect(request: TurnRequest, output: TurnOutput | TurnFailure) -> None:
+            results[id(request)] = output
+
+        self.stream(requests, decoding, collect)
+        return [results.get(id(request), TurnFailure("no output")) for request in requests]
+
+    @torch.inference_mode()
+    def stream(
+        self,
+        requests: Sequence[TurnRequest],
+        decoding: DecodingConfig,
+        follow_up: Callable[[TurnRequest, TurnOutput | TurnFailure], TurnRequest | None],
+    ) -> None:
+        """Continuous batching: as soon as a row's turn ends, `follow_up` gets its output and may
+        hand back the next request (the same episode's next turn, or a new episode), which is
+        prefilled and joins the running decode batch. Returns when no row is left."""
+        waiting: list[_Row] = []
+        active: list[_Row] = []
+
+        def admit(request: TurnRequest | None) -> None:
+            while request is not None:
+                try:
+                    if request.prompt_ids is None:
+                        raise ValueError("the transformers backend needs prompt_ids")
+                    row = self._prefill(request, decoding, waiting)
+                except Exception as error:  # one episode's failure must not end the batch
+                    self.release(request.key)
+                    failure = TurnFailure(f"prefill failed: {type(error).__name__}: {error}")
+                    request = follow_up(request, failure)
+                    continue
+                if self._finished(row):  # a one-token turn never enters the decode batch
+                    self._keep(row, row.layers)
+                    request = follow_up(row.request, self._output(row))
+                    continue
+                waiting.append(row)
+                return
+
+        for request in requests:
+            admit(request)
+        slab: _Batch | None = None
+        since_rebuild = 0
+        while active or waiting:
+            # New rows join at a rebuild of the slab (a copy of every live KV state), so joins
+            # are gathered for a few steps rather than paid for one at a time.
+            if waiting and (not active or since_rebuild >= REBUILD_EVERY):
+                now = time.perf_counter()
+                for row in waiting:
+                    row.joined = now
+                if slab is not None:
+                    for position, row in enumerate(active):
+                        row.layers = slab.row_views(position, row.context_len)
+                active = active + waiting
+                waiting = []
+                slab = self._build(active, slab)
+                since_rebuild = 0
+            assert slab is not None
             try:
-                if request.prompt_ids is None:
-                    raise ValueError("the transformers backend needs prompt_ids")
-                rows.append(self._prefill(index, request, decoding, rows))
-            except Exception as error:  # one episode's failure must not end the batch
-                self.release(request.key)
-                results[index] = TurnFailure(f"prefill failed: {type(error).__name__}: {error}")
-        for start in range(0, len(rows), self.max_batch_size):
-            batch = rows[start : start + self.max_batch_size]
-            try:
-                self._decode(batch, decoding)
+                finished = self._step(active, slab, decoding)
             except Exception as error:
-                for row in batch:
+                failed, active = active, []
+                for row in failed:
                     self.release(row.request.key)
-                    results[row.index] = TurnFailure(
-                        f"decode failed: {type(error).__name__}: {error}"
+                    admit(
+                        follow_up(
+                            row.request,
+                            TurnFailure(f"decode failed: {type(error).__name__}: {error}"),
+                        )
                     )
                 continue
-            for row in batch:
-                results[row.index] = token_level_output(
-                    self.renderer,
-                    row.request.prompt_ids or (),
-                    row.tokens,
-                    row.logprobs,
-                    row.request.max_new_tokens,
-                    cached_tokens=row.cached,
-                    timings={"prefill_s": row.prefill_s, "decode_s": row.decode_s},
-                )
-        return [result if result is not None else TurnFailure("no output") for result in results]
+            since_rebuild += 1
+            if finished:
+                keep = [position for position in range(len(active)) if position not in finished]
+                done = [active[position] for position in finished]
+                slab.select(keep)
+                active = [active[position] for position in keep]
+                for row in done:
+                    admit(follow_up(row.request, self._output(row)))
+
+    def _output(self, row: _Row) -> TurnOutput:
+        if row.joined:
+            row.decode_s = time.perf_counter() - row.joined
+        return token_level_output(
+            self.renderer,
+            row.request.prompt_ids or (),
+            row.tokens,
+            row.logprobs,
+            row.request.max_new_tokens,
+            cached_tokens=row.cached,
+            timings={"prefill_s": row.prefill_s, "decode_s": row.decode_s},
+        )
 
     # -- prefill ---------------------------------------------------------------------------
 
-    def _prefill(
-        self, index: int, request: TurnRequest, decoding: DecodingConfig, earlier: list[_Row]
-    ) -> _Row:
+    def _prefill(self, request: TurnRequest, decoding: DecodingConfig, earlier: list[_Row]) -> _Row:
         started = time.perf_counter()
         ids = request.prompt_ids or ()
         if not ids:
@@ -286,7 +355,7 @@ class TransformersBackend:
             output = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
             logits = output.logits[0, -1]
         generator = torch.Generator(device=self.device).manual_seed(request.seed)
-        row = _Row(index, request, generator, slab, len(ids), reuse)
+        row = _Row(request, generator, slab, len(ids), reuse)
         assert logits is not None
         token, logprob = sample_token(logits, decoding, generator)
         row.tokens.append(token)
@@ -294,6 +363,7 @@ class TransformersBackend:
         row.prefill_s = time.perf_counter() - started
         self.stats["prefill_s"] += row.prefill_s
         self.stats["prefill_tokens"] += len(ids) - reuse
+        self.stats["generated_tokens"] += 1
         self.stats["cached_tokens"] += reuse
         return row
 
@@ -352,80 +422,80 @@ class TransformersBackend:
             ids = tuple(row.request.prompt_ids or ()) + tuple(row.tokens[:-1])
             self._contexts[row.request.key] = _StoredContext(ids, layers)
 
-    def _decode(self, rows: list[_Row], decoding: DecodingConfig) -> None:
-        started = time.perf_counter()
-        live = []
-        for row in rows:
-            if self._finished(row):
-                self._keep(row, row.layers)
-            else:
-                live.append(row)
-        if not live:
-            return
-        longest = max(row.prompt_len for row in live)
-        steps = max(row.request.max_new_tokens - len(row.tokens) for row in live)
-        slab = self._allocate(len(live), longest + steps)
-        for position, row in enumerate(live):
-            offset = longest - row.prompt_len  # right-align: left padding is masked out
+    def _build(self, rows: list[_Row], previous: _Batch | None) -> _Batch:
+        """A fresh slab holding every row's KV state right-aligned (left padding masked out)."""
+        longest = max(row.context_len for row in rows)
+        steps = max(row.request.max_new_tokens - len(row.tokens) for row in rows) + 1
+        slab = self._allocate(len(rows), longest + steps)
+        mask = torch.zeros((len(rows), longest + steps), dtype=torch.long, device=self.device)
+        for position, row in enumerate(rows):
+            length = row.context_len
+            offset = longest - length
             for (keys, values), (row_keys, row_values) in zip(slab, row.layers, strict=True):
-                keys[position, :, offset:longest, :] = row_keys[0, :, : row.prompt_len, :]
-                values[position, :, offset:longest, :] = row_values[0, :, : row.prompt_len, :]
+                keys[position, :, offset:longest, :] = row_keys[0, :, :length, :]
+                values[position, :, offset:longest, :] = row_values[0, :, :length, :]
+            mask[position, offset:longest] = 1
             row.layers = []  # the slab holds it now
-        layers = [_SlabLayer(keys, values, longest) for keys, values in slab]
-        cache = Cache(layers=layers)
-        mask = torch.zeros((len(live), longest + steps), dtype=torch.long, device=self.device)
-        for position, row in enumerate(live):
-            mask[position, longest - row.prompt_len : longest] = 1
-        while live:
-            used = layers[0].used
-            mask[:, used] = 1
-            input_ids = torch.tensor([[row.tokens[-1]] for row in live], device=self.device)
-            positions = torch.tensor(
-                [[row.prompt_len + len(row.tokens) - 1] for row in live], device=self.device
+        del previous  # its rows were copied; finished rows keep views of their own
+        return _Batch([_SlabLayer(keys, values, longest) for keys, values in slab], mask)
+
+    def _step(self, rows: list[_Row], batch: _Batch, decoding: DecodingConfig) -> list[int]:
+        """Feed every row its last token; sample the next. Returns the positions that finished."""
+        started = time.perf_counter()
+        used = batch.layers[0].used
+        batch.mask[:, used] = 1
+        input_ids = torch.tensor([[row.tokens[-1]] for row in rows], device=self.device)
+        positions = torch.tensor([[row.context_len] for row in rows], device=self.device)
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=batch.mask[:, : used + 1],
+            position_ids=positions,
+            cache=Cache(layers=batch.layers),
+            use_cache=True,
+        )
+        logits = output.logits[:, -1, :]
+        finished = []
+        for position, row in enumerate(rows):
+            token, logprob = sample_token(logits[position], decoding, row.generator)
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+            if self._finished(row):
+                # Views, not copies: the next prefill copies what it reuses anyway, and
+                # `select`/`_build` allocate new slabs rather than writing into this one.
+                self._keep(row, batch.row_views(position, row.context_len))
+                finished.append(position)
+        self.stats["decode_steps"] += 1
+        self.stats["generated_tokens"] += len(rows)
+        self.stats["decode_s"] += time.perf_counter() - started
+        return finished
+
+
+@dataclass
+class _Batch:
+    """The decode batch's KV slab (one layer object per model layer) and its attention mask."""
+
+    layers: list[_SlabLayer]
+    mask: torch.Tensor
+
+    def row_views(self, position: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Views of one row's last `length` KV positions, per layer ([1, heads, length, dim])."""
+        end = self.layers[0].used
+        return [
+            (
+                layer.keys[position : position + 1, :, end - length : end, :],
+                layer.values[position : position + 1, :, end - length : end, :],
             )
-            output = self.model(
-                input_ids=input_ids,
-                attention_mask=mask[:, : used + 1],
-                position_ids=positions,
-                cache=cache,
-                use_cache=True,
-            )
-            self.stats["decode_steps"] += 1
-            logits = output.logits[:, -1, :]
-            keep = []
-            for position, row in enumerate(live):
-                token, logprob = sample_token(logits[position], decoding, row.generator)
-                row.tokens.append(token)
-                row.logprobs.append(logprob)
-                if self._finished(row):
-                    start = longest - row.prompt_len
-                    end = layers[0].used
-                    # Views, not copies: the next prefill copies what it reuses anyway, and
-                    # compaction below allocates new slabs rather than writing into this one.
-                    self._keep(
-                        row,
-                        [
-                            (
-                                layer.keys[position : position + 1, :, start:end, :],
-                                layer.values[position : position + 1, :, start:end, :],
-                            )
-                            for layer in layers
-                        ],
-                    )
-                else:
-                    keep.append(position)
-            if len(keep) < len(live):
-                if keep:
-                    index = torch.tensor(keep, device=self.device)
-                    for layer in layers:
-                        layer.batch_select_indices(index)
-                    mask = mask[index]
-                live = [live[position] for position in keep]
-        elapsed = time.perf_counter() - started
-        self.stats["decode_s"] += elapsed
-        for row in rows:
-            row.decode_s = elapsed
-        self.stats["generated_tokens"] += sum(len(row.tokens) for row in rows)
+            for layer in self.layers
+        ]
+
+    def select(self, keep: list[int]) -> None:
+        """Keep only these rows (finished rows leave at once: their compute is not wasted)."""
+        if not keep:
+            return
+        index = torch.tensor(keep, device=self.mask.device)
+        for layer in self.layers:
+            layer.batch_select_indices(index)
+        self.mask = self.mask[index]
 
 
 def _common_prefix(first: Sequence[int], second: Sequence[int], block: int = 256) -> int:
