@@ -226,7 +226,7 @@ def test_round_trip_from_evidence_to_next_bank(api, world):
 
     coefficient = {"r_strict": 0.05, "r_success": 0.04}
     rows = [
-        {"chunk_version_id": a_old, "coefficients": {"r_strict": 0.01}, "status": "retired"},
+        {"chunk_version_id": a_old, "coefficients": {"r_strict": 0.01}, "status": "rewrite_loser"},
         {
             "chunk_version_id": rewrite["chunk_version_id"],
             "coefficients": coefficient,
@@ -518,4 +518,72 @@ def test_evidence_inclusion_must_fit_the_bank(api, world):
         role=Role.trainer,
         json={"id": "ckpt-r0", "uri": "x", "step": 1, "round": 0},
         expect=409,
+    )
+
+
+@pytest.mark.parametrize(
+    ("current_row", "add_row"),
+    [
+        ({"status": "selected", "coefficients": {"r_strict": 0.1}}, None),  # no rank
+        ({"status": "selected", "rank": 1, "coefficients": {"r_strict": -0.1}}, None),
+        ({"status": "non_positive", "coefficients": {"r_strict": -0.1}}, None),  # current retires
+        ({"status": "rewrite_loser", "coefficients": {"r_strict": 0.1}}, None),  # no family
+        (
+            None,
+            {"status": "retired", "coefficients": {"r_strict": -0.1}},
+        ),  # candidates don't retire
+        (None, {"status": "non_positive", "coefficients": {"r_strict": 0.1}}),
+        (None, {"status": "budget_excluded", "coefficients": {"r_strict": -0.1}}),
+    ],
+)
+def test_decision_statuses_follow_the_selection_rule(api, world, current_row, add_row):
+    new = api.chunk("new")["latest"]["id"]
+    current = world["a"]["latest"]["id"]
+    columns = [
+        {"chunk_version_id": current, "kind": "current", "slot": 0},
+        {"chunk_version_id": new, "kind": "add", "slot": 1},
+    ]
+    run = api.json(
+        "POST",
+        "/v1/gates",
+        role=Role.evaluator,
+        expect=201,
+        json={
+            "round": 0,
+            "checkpoint_id": "ckpt-r0",
+            "base_bank_id": world["bank"]["id"],
+            "candidate_pool": {"columns": columns},
+            "mask_seed": 1,
+        },
+    )
+    obs = {"task_id": "t", "inclusion": [1, 1], "bare": rewards(0), "masked": rewards(1)}
+    api.json(
+        "POST",
+        f"/v1/gates/{run['id']}/observations",
+        role=Role.evaluator,
+        json={"observations": [obs]},
+        expect=201,
+    )
+    good_current = {"status": "selected", "rank": 1, "coefficients": {"r_strict": 0.2}}
+    good_add = {"status": "non_positive", "coefficients": {"r_strict": -0.1}}
+    rows = [
+        {"chunk_version_id": current, **(current_row or good_current)},
+        {"chunk_version_id": new, **(add_row or good_add)},
+    ]
+    response = api.call(
+        "POST",
+        f"/v1/gates/{run['id']}/decision",
+        role=Role.evaluator,
+        json={"rows": rows},
+        expect=422,
+    )
+    bad_index = 0 if current_row else 1
+    assert response.json()["detail"][0]["loc"] == ["body", "rows", bad_index, "status"]
+    rows = [{"chunk_version_id": current, **good_current}, {"chunk_version_id": new, **good_add}]
+    api.json(
+        "POST",
+        f"/v1/gates/{run['id']}/decision",
+        role=Role.evaluator,
+        json={"rows": rows},
+        expect=201,
     )

@@ -24,6 +24,7 @@ from shared.registry_api.schemas import (
     CandidatePool,
     DecisionCreate,
     DecisionPublic,
+    DecisionRowIn,
     DecisionRowPublic,
     DecisionStatus,
     GateRunCreate,
@@ -304,6 +305,31 @@ def _check_components(
         raise FieldInvalid(loc, f"coefficients must include {require_primary!r}")
 
 
+def _check_status(
+    row: DecisionRowIn, column: PoolColumn, family_sizes: dict[int, int], primary: str, loc: tuple
+) -> None:
+    """The selection rule's status taxonomy, checked against the column and its coefficient."""
+    beta = row.coefficients.get(primary, 0.0)
+    status = row.status
+    problem = None
+    if status == DecisionStatus.selected and (row.rank is None or beta <= 0):
+        problem = "a selected version has a rank and a strictly positive coefficient"
+    elif status == DecisionStatus.retired and column.kind != PoolColumnKind.current:
+        problem = "only a current version retires; a candidate is non_positive or budget_excluded"
+    elif status in (DecisionStatus.non_positive, DecisionStatus.budget_excluded) and (
+        column.kind == PoolColumnKind.current
+    ):
+        problem = "a current version that is not kept retires"
+    elif status == DecisionStatus.non_positive and beta > 0:
+        problem = "non_positive needs a coefficient <= 0"
+    elif status == DecisionStatus.budget_excluded and beta <= 0:
+        problem = "budget_excluded needs a positive coefficient (else non_positive)"
+    elif status == DecisionStatus.rewrite_loser and family_sizes[column.slot] < 2:
+        problem = "rewrite_loser is for versions in a replacement family"
+    if problem:
+        raise FieldInvalid((*loc, "status"), problem)
+
+
 def decision_public(session: Session, decision: GateDecision) -> DecisionPublic:
     rows = repository.decision_rows(session, decision.id)
     views = chunks.version_views(session, [row.chunk_version_id for row in rows])
@@ -348,6 +374,9 @@ def post_decision(
             ("body", "primary_component"), f"unknown reward component {data.primary_component!r}"
         )
     columns: dict[int, PoolColumn] = {c.chunk_version_id: c for c in _pool(run).columns}
+    family_sizes: dict[int, int] = defaultdict(int)
+    for column in columns.values():
+        family_sizes[column.slot] += 1
     seen: set[int] = set()
     for index, row in enumerate(data.rows):
         loc = ("body", "rows", index)
@@ -366,8 +395,7 @@ def post_decision(
         )
         for name in ("hc3_se", "ci_low", "ci_high"):
             _check_components(getattr(row, name), (*loc, name), require_primary=None)
-        if row.status == DecisionStatus.selected and row.rank is None:
-            raise FieldInvalid((*loc, "rank"), "a selected version needs its rank")
+        _check_status(row, columns[row.chunk_version_id], family_sizes, data.primary_component, loc)
     missing = [vid for vid in columns if vid not in seen]
     if missing:
         raise FieldInvalid(("body", "rows"), f"no row for pool version(s) {missing}")
