@@ -105,6 +105,11 @@ class _Row:
     joined: float = 0.0  # when the row entered the decode loop
 
     @property
+    def next_input(self) -> int:
+        """The token the next decode step feeds: the last sampled, or the prompt's last."""
+        return self.tokens[-1] if self.tokens else (self.request.prompt_ids or ())[-1]
+
+    @property
     def context_len(self) -> int:
         """Tokens whose KV state exists: the prompt and every generated token but the last."""
         return self.prompt_len + len(self.tokens) - 1
@@ -174,6 +179,7 @@ class TransformersBackend:
         if layer_types != {"full_attention"}:
             raise ValueError(f"unsupported attention layer types {sorted(layer_types)}; use vllm")
         self.kv_reuse = kv_reuse
+        self.vocab_size = model.get_input_embeddings().weight.shape[0]
         self._contexts: dict[str, _StoredContext] = {}  # live episodes, by key
         # Contexts of recently finished episodes: a GRPO sibling, or any episode whose prompt
         # shares a prefix with them (same instructions and persona), starts from their KV state.
@@ -338,14 +344,25 @@ class TransformersBackend:
         ids = request.prompt_ids or ()
         if not ids:
             raise ValueError("empty prompt")
+        if min(ids) < 0 or max(ids) >= self.vocab_size:
+            raise ValueError(f"prompt token ids outside the vocabulary [0, {self.vocab_size})")
         stored, reuse = self._best_prefix(request, ids, earlier)
         reuse = min(reuse, len(ids) - 1)  # at least one token must run to give the next logits
-        slab = self._allocate(1, len(ids))
+        slab = self._allocate(1, len(ids), zero=False)  # every position read is written first
         for (keys, values), (old_keys, old_values) in zip(
             slab, stored.layers if reuse else [], strict=False
         ):
             keys[..., :reuse, :] = old_keys[..., :reuse, :]
             values[..., :reuse, :] = old_values[..., :reuse, :]
+        generator = torch.Generator(device=self.device).manual_seed(request.seed)
+        row = _Row(request, generator, slab, len(ids), reuse)
+        self.stats["cached_tokens"] += reuse
+        if 0 < reuse == len(ids) - 1:
+            # Only the last prompt token is new (a GRPO sibling, say): the decode batch runs it
+            # and samples the first token there, sparing a batch-1 forward pass.
+            row.prefill_s = time.perf_counter() - started
+            self.stats["prefill_s"] += row.prefill_s
+            return row
         cache = Cache(layers=[_SlabLayer(keys, values, reuse) for keys, values in slab])
         logits = None
         for chunk_start in range(reuse, len(ids), PREFILL_CHUNK):
@@ -354,8 +371,6 @@ class TransformersBackend:
             )
             output = self.model(input_ids=chunk, cache=cache, use_cache=True, logits_to_keep=1)
             logits = output.logits[0, -1]
-        generator = torch.Generator(device=self.device).manual_seed(request.seed)
-        row = _Row(request, generator, slab, len(ids), reuse)
         assert logits is not None
         token, logprob = sample_token(logits, decoding, generator)
         row.tokens.append(token)
@@ -364,7 +379,6 @@ class TransformersBackend:
         self.stats["prefill_s"] += row.prefill_s
         self.stats["prefill_tokens"] += len(ids) - reuse
         self.stats["generated_tokens"] += 1
-        self.stats["cached_tokens"] += reuse
         return row
 
     def _best_prefix(
@@ -383,7 +397,8 @@ class TransformersBackend:
         candidates = [own] if own is not None else []
         candidates += list(self._contexts.values()) + list(self._pool.values())
         candidates += [
-            _StoredContext(tuple(row.request.prompt_ids or ()), row.layers) for row in earlier
+            _StoredContext(tuple((row.request.prompt_ids or ())[: row.context_len]), row.layers)
+            for row in earlier
         ]
         best, best_length = None, 0
         for candidate in candidates:
@@ -392,7 +407,9 @@ class TransformersBackend:
                 best, best_length = candidate, length
         return best, best_length
 
-    def _allocate(self, batch: int, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _allocate(
+        self, batch: int, capacity: int, *, zero: bool = True
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         config = self.model.config.get_text_config(decoder=True)
         heads = config.num_key_value_heads
         head_dim = (
@@ -400,10 +417,11 @@ class TransformersBackend:
         )
         dtype = self.model.dtype
         shape = (batch, heads, capacity, head_dim)
+        make = torch.zeros if zero else torch.empty
         return [
             (
-                torch.zeros(shape, dtype=dtype, device=self.device),
-                torch.zeros(shape, dtype=dtype, device=self.device),
+                make(shape, dtype=dtype, device=self.device),
+                make(shape, dtype=dtype, device=self.device),
             )
             for _ in range(config.num_hidden_layers)
         ]
@@ -411,6 +429,8 @@ class TransformersBackend:
     # -- decode ----------------------------------------------------------------------------
 
     def _finished(self, row: _Row) -> bool:
+        if not row.tokens:  # its first token is sampled in the decode batch
+            return False
         return (
             row.tokens[-1] in self.renderer.stop_token_ids
             or len(row.tokens) >= row.request.max_new_tokens
@@ -426,12 +446,16 @@ class TransformersBackend:
         """A fresh slab holding every row's KV state right-aligned (left padding masked out)."""
         longest = max(row.context_len for row in rows)
         steps = max(row.request.max_new_tokens - len(row.tokens) for row in rows) + 1
-        slab = self._allocate(len(rows), longest + steps)
+        # Columns right of `longest` are written before they are read; left padding is masked
+        # but must be finite (a masked NaN still poisons probabilities @ values), so zero it.
+        slab = self._allocate(len(rows), longest + steps, zero=False)
         mask = torch.zeros((len(rows), longest + steps), dtype=torch.long, device=self.device)
         for position, row in enumerate(rows):
             length = row.context_len
             offset = longest - length
             for (keys, values), (row_keys, row_values) in zip(slab, row.layers, strict=True):
+                keys[position, :, :offset, :] = 0
+                values[position, :, :offset, :] = 0
                 keys[position, :, offset:longest, :] = row_keys[0, :, :length, :]
                 values[position, :, offset:longest, :] = row_values[0, :, :length, :]
             mask[position, offset:longest] = 1
@@ -444,7 +468,7 @@ class TransformersBackend:
         started = time.perf_counter()
         used = batch.layers[0].used
         batch.mask[:, used] = 1
-        input_ids = torch.tensor([[row.tokens[-1]] for row in rows], device=self.device)
+        input_ids = torch.tensor([[row.next_input] for row in rows], device=self.device)
         positions = torch.tensor([[row.context_len] for row in rows], device=self.device)
         output = self.model(
             input_ids=input_ids,
