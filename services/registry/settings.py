@@ -55,7 +55,6 @@ class RegistrySettings(BaseSettings):
         default=True,
         description="answer cached frozen-bank GETs before routing (see banks/fastpath.py)",
     )
-    idempotency_ttl_hours: int = Field(default=24 * 7, ge=1)
 
     @field_validator("database_url")
     @classmethod
