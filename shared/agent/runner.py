@@ -214,7 +214,7 @@ class RolloutEngine:
 
     def _next_episode(
         self, pending: list[tuple[EpisodeSpec, str]], finish: Callable[[_Live], None]
-    ):
+    ) -> tuple[_Live, TurnRequest] | None:
         """Start pending episodes until one asks for a turn; returns (episode, request) or None."""
         while pending:
             spec, episode_id = pending.pop()

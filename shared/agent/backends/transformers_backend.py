@@ -115,36 +115,53 @@ class _Row:
         return self.prompt_len + len(self.tokens) - 1
 
 
-def sample_token(
-    logits: torch.Tensor, decoding: DecodingConfig, generator: torch.Generator
-) -> tuple[int, float]:
-    """Sample one token from a row of logits; returns (token, log-prob).
+def sample_tokens(
+    logits: torch.Tensor, decoding: DecodingConfig, generators: Sequence[torch.Generator]
+) -> tuple[list[int], list[float]]:
+    """Sample one token per row of `logits` [rows, vocab]; returns (tokens, log-probs).
 
     The log-prob is taken under the temperature-scaled full distribution, the one a trainer
     recomputes as log_softmax(logits / T); top-k / top-p only restrict where the sample may fall
     (the method trains with top_p=1, top_k=-1, where the two coincide).
+
+    Each row draws a single uniform number from its own generator and inverts its CDF, so a row's
+    sample depends only on its seed and logits, never on its batch-mates, and the whole batch
+    costs one softmax and one cumsum instead of a multinomial per row.
     """
     if logits.dtype != torch.float64:
         logits = logits.float()  # bf16 log-probs would be too coarse for importance ratios
     if decoding.temperature == 0:
         logprobs = torch.log_softmax(logits, dim=-1)
-        token = int(torch.argmax(logits))
-        return token, float(logprobs[token])
+        tokens = torch.argmax(logits, dim=-1)
+        return tokens.tolist(), logprobs.gather(1, tokens[:, None])[:, 0].tolist()
     logprobs = torch.log_softmax(logits / decoding.temperature, dim=-1)
     candidates = logprobs
-    if decoding.top_k > 0 and decoding.top_k < candidates.shape[-1]:
-        threshold = torch.topk(candidates, decoding.top_k).values[-1]
+    if 0 < decoding.top_k < candidates.shape[-1]:
+        threshold = torch.topk(candidates, decoding.top_k, dim=-1).values[:, -1:]
         candidates = candidates.masked_fill(candidates < threshold, float("-inf"))
     if decoding.top_p < 1.0:
-        sorted_values, order = torch.sort(candidates, descending=True)
-        cumulative = torch.cumsum(torch.softmax(sorted_values, dim=-1), dim=-1)
+        sorted_values, order = torch.sort(candidates, dim=-1, descending=True)
+        sorted_probs = torch.softmax(sorted_values, dim=-1)
         drop = (
-            cumulative - torch.softmax(sorted_values, dim=-1) >= decoding.top_p
+            torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= decoding.top_p
         )  # keep the first past p
-        candidates = candidates.scatter(0, order[drop], float("-inf"))
-    probs = torch.softmax(candidates, dim=-1)
-    token = int(torch.multinomial(probs, 1, generator=generator))
-    return token, float(logprobs[token])
+        candidates = candidates.scatter(1, order, sorted_values.masked_fill(drop, float("-inf")))
+    cdf = torch.cumsum(torch.softmax(candidates, dim=-1).double(), dim=-1)
+    uniform = torch.cat(
+        [torch.rand(1, generator=g, device=g.device, dtype=torch.float64) for g in generators]
+    )
+    draw = (uniform.to(cdf.device) * cdf[:, -1])[:, None]
+    # right=True: the first token whose cumulative mass exceeds the draw (never a zero-mass one)
+    tokens = torch.searchsorted(cdf, draw, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
+    return tokens.tolist(), logprobs.gather(1, tokens[:, None])[:, 0].tolist()
+
+
+def sample_token(
+    logits: torch.Tensor, decoding: DecodingConfig, generator: torch.Generator
+) -> tuple[int, float]:
+    """`sample_tokens` for one row of logits [vocab]."""
+    tokens, logprobs = sample_tokens(logits[None, :], decoding, [generator])
+    return tokens[0], logprobs[0]
 
 
 class TransformersBackend:
@@ -478,11 +495,11 @@ class TransformersBackend:
             use_cache=True,
         )
         logits = output.logits[:, -1, :]
+        tokens, logprobs = sample_tokens(logits, decoding, [row.generator for row in rows])
         finished = []
         for position, row in enumerate(rows):
-            token, logprob = sample_token(logits[position], decoding, row.generator)
-            row.tokens.append(token)
-            row.logprobs.append(logprob)
+            row.tokens.append(tokens[position])
+            row.logprobs.append(logprobs[position])
             if self._finished(row):
                 # Views, not copies: the next prefill copies what it reuses anyway, and
                 # `select`/`_build` allocate new slabs rather than writing into this one.
