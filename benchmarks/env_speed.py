@@ -40,6 +40,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
+def load_search_kernel() -> float:
+    """Seconds to load (or, the first time, compile) the search kernel: once per process."""
+    from shared.shopsim.catalog import generate_catalog
+    from shared.shopsim.search import Bm25Index
+
+    started = time.perf_counter()
+    Bm25Index(generate_catalog(100, 1).catalog).search("black")
+    return time.perf_counter() - started
+
+
 def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dict[str, object]:
     """Everything for one catalogue size (runs inside the child process)."""
     from shared.shopsim.agents import HeuristicAgent, run_episode
@@ -49,6 +59,7 @@ def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dic
     from shared.shopsim.tasks import TaskSettings, generate_tasks
     from shared.shopsim.world import World
 
+    kernel_seconds = load_search_kernel()
     baseline = rss_mib()
     started = time.perf_counter()
     generated = generate_catalog(size, seed)
@@ -109,6 +120,7 @@ def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dic
         "catalog_build_s": round(catalog_seconds, 2),
         "tasks_build_s": round(tasks_seconds, 2),
         "index_build_s": round(index_seconds, 2),
+        "search_kernel_load_s": round(kernel_seconds, 2),
         "rss_baseline_mib": round(baseline, 1),
         "rss_catalog_mib": round(catalog_rss, 1),
         "rss_catalog_and_index_mib": round(built_rss, 1),
@@ -132,14 +144,65 @@ def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dic
     }
 
 
-def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
-    """Build and query the engines the choice was made among, on one catalogue and one query
-    set: tantivy and SQLite FTS5 (both in `shared.shopsim.search`), and bm25s (one index per
-    field, weighted sum) when it is installed."""
-    from shared.shopsim.catalog import generate_catalog
-    from shared.shopsim.search import Fts5Index, TantivyIndex, _FieldTokenizer
-    from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, search_tokens
+class TantivyIndex:
+    """The engine ShopSim used before (tantivy, one boosted term query per field and token:
+    per-field BM25 summed, not FTS5's row-level bm25()), kept here only as a baseline."""
 
+    engine = "tantivy"
+
+    def __init__(self, catalog: object) -> None:
+        import tantivy
+
+        from shared.shopsim.search_text import FIELDS, FieldTokenizer
+
+        started = time.perf_counter()
+        products = catalog.products  # type: ignore[attr-defined]
+        builder = tantivy.SchemaBuilder()
+        for name in FIELDS:
+            builder.add_text_field(name, tokenizer_name="whitespace", index_option="freq")
+        self._schema = builder.build()
+        index = tantivy.Index(self._schema)
+        writer = index.writer(heap_size=1_500_000_000, num_threads=1)
+        # Documents in product-id order: tantivy's own top-k then breaks ties by product id.
+        self._by_rank = sorted(range(len(products)), key=lambda p: products[p].asin)
+        fields = FieldTokenizer(" ".join).fields
+        for position in self._by_rank:
+            document = tantivy.Document()
+            for name, text in zip(FIELDS, fields(products[position]), strict=True):
+                document.add_text(name, text)
+            writer.add_document(document)
+        writer.commit()
+        writer.wait_merging_threads()
+        index.reload()
+        self._searcher = index.searcher()
+        assert self._searcher.num_segments == 1
+        self._tantivy = tantivy
+        self.build_seconds = time.perf_counter() - started
+
+    def search(self, query: str, k: int = 150) -> list[int]:
+        from shared.shopsim.search_text import FIELD_WEIGHTS, query_tokens
+
+        make, should = self._tantivy.Query, self._tantivy.Occur.Should
+        clauses = [
+            (should, make.boost_query(make.term_query(self._schema, name, token), weight))
+            for token in query_tokens(query)
+            for name, weight in FIELD_WEIGHTS.items()
+        ]
+        if not clauses:
+            return []
+        hits = self._searcher.search(make.boolean_query(clauses), k, count=False).hits
+        return [self._by_rank[doc] for _, doc in sorted((-s, a.doc) for s, a in hits)]
+
+
+def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
+    """Build and query the engines on one catalogue and one query set: ShopSim's `bm25`
+    (precomputed FTS5 bm25() postings), SQLite FTS5 itself (the reference's engine) and, when
+    tantivy is installed, the former tantivy engine. Agreement is measured against FTS5."""
+    from shared.shopsim.catalog import generate_catalog
+    from shared.shopsim.search import Bm25Index
+    from shared.shopsim.search_fts5 import Fts5Index
+
+    load_search_kernel()
     generated = generate_catalog(size, seed)
     products = generated.catalog.products
     rng = random.Random(seed)
@@ -149,38 +212,14 @@ def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
         noun = product.category.split(" › ")[-1]
         words = rng.sample(product.attributes, min(len(product.attributes), rng.randint(1, 4)))
         sample.append(product.title if rng.random() < 0.3 else " ".join([noun, *words]))
-    engines: dict[str, object] = {"tantivy": TantivyIndex, "fts5": Fts5Index}
+    engines: dict[str, object] = {
+        "bm25": lambda catalog: Bm25Index(catalog, cache_size=0),
+        "fts5": Fts5Index,
+    }
     try:
-        import bm25s
-        import numpy as np
+        import tantivy  # noqa: F401
 
-        class Bm25sIndex:
-            def __init__(self, catalog: object) -> None:
-                started = time.perf_counter()
-                tokenizer = _FieldTokenizer()
-                docs = [tokenizer.fields(p) for p in products]
-                self.models, self.vocabs = [], []
-                for column in range(len(FIELDS)):
-                    vocab: dict[str, int] = {}
-                    corpus = [[vocab.setdefault(t, len(vocab)) for t in d[column].split()]
-                              for d in docs]  # fmt: skip
-                    model = bm25s.BM25(method="lucene")
-                    model.index(corpus, show_progress=False)
-                    self.models.append(model)
-                    self.vocabs.append(vocab)
-                self.build_seconds = time.perf_counter() - started
-
-            def search(self, query: str, k: int = 150) -> list[int]:
-                tokens = search_tokens(query)
-                scores = np.zeros(len(products), dtype=np.float32)
-                for name, model, vocab in zip(FIELDS, self.models, self.vocabs, strict=True):
-                    ids = [vocab[t] for t in tokens if t in vocab]
-                    if ids:
-                        scores += FIELD_WEIGHTS[name] * model.get_scores(ids)
-                top = np.argpartition(-scores, k - 1)[:k]
-                return top[np.lexsort((top, -scores[top]))].tolist()
-
-        engines["bm25s"] = Bm25sIndex
+        engines["tantivy"] = TantivyIndex
     except ImportError:
         pass
     figures: dict[str, object] = {"products": size, "queries": queries}
@@ -189,31 +228,30 @@ def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
         before = rss_mib()
         index = engine(generated.catalog)  # type: ignore[operator]
         memory = rss_mib() - before
-        latencies = []
-        hits = []
+        latencies, cpu_latencies, hits = [], [], []
         for query in sample:
-            started = time.perf_counter()
-            hits.append(index.search(query)[:20])
+            started, cpu_started = time.perf_counter(), time.thread_time()
+            hits.append(index.search(query))
             latencies.append((time.perf_counter() - started) * 1000)
+            cpu_latencies.append((time.thread_time() - cpu_started) * 1000)
         results[name] = hits
         figures[name] = {
             "build_s": round(index.build_seconds, 2),
             "p50_ms": round(percentile(latencies, 50), 3),
             "p99_ms": round(percentile(latencies, 99), 3),
+            "cpu_p99_ms": round(percentile(cpu_latencies, 99), 3),
             "extra_rss_mib": round(memory, 1),
         }
-    names = list(results)
-    figures["top20_overlap"] = {
-        f"{a}~{b}": round(
-            statistics.fmean(
-                len(set(x) & set(y)) / max(1, len(set(x)))
-                for x, y in zip(results[a], results[b], strict=True)
-            ),
-            3,
-        )
-        for i, a in enumerate(names)
-        for b in names[i + 1 :]
-    }
+        del index
+    for name in results:
+        if name != "fts5":
+            pairs = list(zip(results[name], results["fts5"], strict=True))
+            overlap = [len(set(a[:20]) & set(b[:20])) / max(1, len(b[:20])) for a, b in pairs]
+            figures[name]["vs_fts5"] = {  # type: ignore[index]
+                "top20_overlap": round(statistics.fmean(overlap), 3),
+                "top150_identical": round(statistics.fmean(a == b for a, b in pairs), 3),
+            }
+    figures["load_average_1m"] = round(os.getloadavg()[0], 2)
     return figures
 
 
@@ -228,10 +266,12 @@ def main() -> int:
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--core", type=int, default=0, help="CPU core to pin each run to")
     parser.add_argument(
-        "--compare-engines", action="store_true", help="tantivy vs FTS5 (vs bm25s) instead"
+        "--compare-engines", action="store_true", help="bm25 vs SQLite FTS5 (vs tantivy) instead"
     )
     args = parser.parse_args()
     if args.compare_engines:
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {args.core})
         report = [compare_engines(int(s), min(args.queries, 300), args.seed)
                   for s in args.sizes.split(",") if s.strip()]  # fmt: skip
         print(json.dumps(report, indent=2))

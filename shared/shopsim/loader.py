@@ -243,7 +243,7 @@ def _hashed_split(task: Task) -> str:
     return "test" if bucket < 9 else "val" if bucket < 18 else "train"
 
 
-def load_world_dir(path: str | Path, *, engine: str = "tantivy") -> World:
+def load_world_dir(path: str | Path, *, engine: str = "bm25") -> World:
     folder = Path(path)
     products_path = folder / PRODUCTS_FILE if folder.is_dir() else folder
     if not products_path.exists():

@@ -23,7 +23,7 @@ class Preset:
     site: SiteConfig = field(default_factory=SiteConfig)
     family_size: tuple[int, int] = (4, 10)
     golds_per_family: int = 2
-    engine: str = "tantivy"
+    engine: str = "bm25"
 
 
 PRESETS: dict[str, Preset] = {

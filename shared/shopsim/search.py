@@ -1,28 +1,46 @@
-"""Multi-field BM25 search over the catalogue (top 150, deterministic tie-break).
+"""Multi-field BM25 search over the catalogue, ranked exactly as SQLite FTS5's `bm25()` ranks
+with the issue's column weights (the reference's engine); top 150; ties by product id
+ascending.
 
-Two engines share one tokenizer (`search_text`) and one tie-break (score descending, then
-product id ascending, as reference v3 orders ties):
+FTS5's bm25() (`ext/fts5/fts5_aux.c`) scores a row for a query of terms t as
 
-* `tantivy` (default): per-field BM25 (Lucene idf, k1 1.2, b 0.75), weighted by field and
-  summed; block-max WAND keeps top-k fast on 1M products (see docs/shopsim.md for figures).
-* `fts5`: SQLite FTS5 `bm25()` with the same column weights, the reference's own scoring
-  (one length normalisation over the whole row). Exact to the reference, but it scores every
-  matching row, so it is for small catalogues and fidelity checks only.
+    score = sum, over t in query order, of idf(t) * f * (k1 + 1) / (f + k1 * (1 - b + b * D / L))
+
+with k1 = 1.2 and b = 0.75; idf(t) = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, where n
+counts the rows that hold t in any column; f = the sum of the column weights over t's
+occurrences in the row; D = the row's token count over all columns, unweighted; L (avgdl) =
+all tokens / N. A field's tokens are distinct (the tokenizer deduplicates), so f is the sum of
+the weights of the fields that hold t, fixed by a 7-bit field mask, and the fraction depends
+only on (mask, D). The index keeps, per term, its postings (documents in product-id order)
+with a 16-bit code into a table of those fractions; a query multiplies each by the term's idf
+and adds the products per document in query order: the floating-point operations FTS5
+performs, in its order, so the scores are equal bit for bit (tests compare them with SQLite).
 """
 
 from __future__ import annotations
 
-import sqlite3
+import math
+import threading
 import time
+from array import array
 from collections import OrderedDict
 from typing import Protocol
 
-from shared.shopsim.product import Catalog, Product
-from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, model_text, search_tokens
+import numpy as np
 
-SEARCH_VERSION = "shopsim-multifield-bm25-v1"
+from shared.shopsim.product import Catalog
+from shared.shopsim.search_fts5 import Fts5Index
+from shared.shopsim.search_kernel import BLOCK, group_postings, pair_codes, top_k
+from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, FieldTokenizer, query_tokens
+
+SEARCH_VERSION = "shopsim-fts5-bm25-v2"
 TOP_K = 150
-MAX_QUERY_TOKENS = 64
+
+# FTS5's constants, and the order its bm25() sums a term's column weights in (column order).
+K1 = 1.2
+B = 0.75
+MIN_IDF = 1e-6
+_WEIGHTS = tuple(FIELD_WEIGHTS[name] for name in FIELDS)
 
 
 class SearchIndex(Protocol):
@@ -34,207 +52,128 @@ class SearchIndex(Protocol):
         ...
 
 
-class _FieldTokenizer:
-    """Search tokens of a product's seven fields, memoized where products share text.
-
-    Equal, as token sets, to tokenizing `search_text.product_fields` whole: brands,
-    categories, attribute lists, option lists and bullets repeat across products and are
-    tokenized once (pieces are split on `;`, which no token spans); only the title is
-    tokenized per product.
-    """
-
-    def __init__(self) -> None:
-        self._pieces: dict[str, tuple[str, ...]] = {}
-        self._joined: dict[tuple[str, ...], str] = {}
-
-    def _piece(self, text: str) -> tuple[str, ...]:
-        found = self._pieces.get(text)
-        if found is None:
-            found = self._pieces[text] = search_tokens(text)
-        return found
-
-    def _join(self, pieces: tuple[str, ...]) -> str:
-        found = self._joined.get(pieces)
-        if found is None:
-            merged: dict[str, None] = {}
-            for piece in pieces:
-                for part in piece.split(";"):
-                    merged.update(dict.fromkeys(self._piece(part)))
-            found = self._joined[pieces] = " ".join(merged)
-        return found
-
-    def fields(self, product: Product) -> list[str]:
-        options: list[str] = []
-        for axis, entries in sorted(product.options, key=lambda item: str(item[0])):
-            options.append(axis)
-            options.extend(value for value, _ in entries if value)
-        return [
-            " ".join(search_tokens(product.title)),
-            self._join((product.brand,)),
-            self._join((product.category,)),
-            model_text(product.title),
-            self._join(product.attributes),
-            self._join(tuple(options)),
-            self._join(product.bullets),
-        ]
+def mask_frequency(mask: int) -> float:
+    """The weighted frequency FTS5 accumulates for a term held by the fields in `mask`."""
+    total = 0.0
+    for field, weight in enumerate(_WEIGHTS):
+        if mask >> field & 1:
+            total += weight
+    return total
 
 
-def _asin_ranks(catalog: Catalog) -> list[int]:
-    order = sorted(range(len(catalog)), key=lambda position: catalog.products[position].asin)
-    ranks = [0] * len(catalog)
-    for rank, position in enumerate(order):
-        ranks[position] = rank
-    return ranks
+def saturation(frequency: float, length: float, average_length: float) -> float:
+    """FTS5 bm25()'s per-term factor without the idf, written as the C source writes it."""
+    return (frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / average_length))
 
 
-class TantivyIndex:
-    """An in-memory tantivy index. Documents go in in product-id order, so in the usual single
-    segment a document id is the id's rank; tantivy keeps the lower document id among equal
-    scores at the cut-off, which is then exactly the reference's tie-break (a test pins it).
-    With several segments (a writer heap too small for the catalogue) the search widens its
-    window until no tie straddles the cut-off instead."""
+def idf(rows: int, hits: int) -> float:
+    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return value if value > 0.0 else MIN_IDF
 
-    engine = "tantivy"
 
-    def __init__(
-        self, catalog: Catalog, *, heap_bytes: int = 1_500_000_000, cache_size: int = 4096
-    ) -> None:
-        import tantivy
+class Bm25Index:
+    """Precomputed FTS5 bm25() postings in numpy arrays (see the module docstring)."""
 
+    engine = "bm25"
+    block = BLOCK  # documents the kernel scores at a time
+
+    def __init__(self, catalog: Catalog, *, cache_size: int = 4096) -> None:
         started = time.perf_counter()
         # Exact result cache keyed by the query's tokens: siblings of a GRPO group and retries
         # repeat queries. 0 disables it (the speed benchmark measures cold queries).
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[tuple[str, ...], int], list[int]] = OrderedDict()
-        self._tantivy = tantivy
-        builder = tantivy.SchemaBuilder()
-        for name in FIELDS:
-            # Tokens arrive pre-split and lower-cased; frequencies, no positions.
-            builder.add_text_field(name, tokenizer_name="whitespace", index_option="freq")
-        builder.add_unsigned_field("position", stored=True)
-        self._schema = builder.build()
-        index = tantivy.Index(self._schema)
-        writer = index.writer(heap_size=heap_bytes, num_threads=1)
-        tokenizer = _FieldTokenizer()
-        self._ranks = _asin_ranks(catalog)
-        self._by_rank = [0] * len(catalog)
-        for position, rank in enumerate(self._ranks):
-            self._by_rank[rank] = position
-        for position in self._by_rank:
-            product = catalog.products[position]
-            document = tantivy.Document()
-            for name, text in zip(FIELDS, tokenizer.fields(product), strict=True):
-                document.add_text(name, text)
-            document.add_unsigned("position", position)
-            writer.add_document(document)
-        writer.commit()
-        writer.wait_merging_threads()
-        index.reload()
-        self._searcher = index.searcher()
-        self._segment_positions = self._map_segments(catalog)
+        self._lock = threading.Lock()  # for the cache; the kernel allocates its own buffer
+        products = catalog.products
+        count = len(products)
+        # Documents are numbered in product-id order, so ties keep the lower document.
+        order = sorted(range(count), key=lambda position: products[position].asin)
+        self._positions = np.asarray(order, dtype=np.int64)
+        self._vocabulary: dict[str, int] = {}
+        terms, lengths = self._tokenize(catalog, order)
+        self._postings(terms, lengths.reshape(count, len(FIELDS)))
         self.build_seconds = time.perf_counter() - started
 
-    def _map_segments(self, catalog: Catalog) -> list[list[int]] | None:
-        """None when there is one segment in insertion order (the usual case); else a map
-        (segment, doc) -> position read once from the stored field."""
-        searcher = self._searcher
-        if searcher.num_segments == 1:
-            return None
-        query = self._tantivy.Query.all_query()
-        hits = searcher.search(query, len(catalog), count=False).hits
-        mapping: dict[int, dict[int, int]] = {}
-        for _, address in hits:
-            stored = searcher.doc(address)["position"][0]
-            mapping.setdefault(address.segment_ord, {})[address.doc] = int(stored)
-        return [[table[doc] for doc in range(len(table))] for _, table in sorted(mapping.items())]
+    def _tokenize(self, catalog: Catalog, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Every document's field term ids, concatenated, and each field's length."""
+        vocabulary = self._vocabulary
 
-    def _position(self, address: object) -> int:
-        if self._segment_positions is None:
-            return self._by_rank[address.doc]  # type: ignore[attr-defined]
-        return self._segment_positions[address.segment_ord][address.doc]  # type: ignore[attr-defined]
+        def ids(tokens: tuple[str, ...]) -> array:
+            return array("i", [vocabulary.setdefault(t, len(vocabulary)) for t in tokens])
+
+        fields = FieldTokenizer(ids).fields
+        terms, lengths = array("i"), array("i")
+        for position in order:
+            for found in fields(catalog.products[position]):
+                terms.extend(found)
+                lengths.append(len(found))
+        return np.frombuffer(terms, dtype=np.int32), np.frombuffer(lengths, dtype=np.int32)
+
+    def _postings(self, terms: np.ndarray, lengths: np.ndarray) -> None:
+        """Per-term postings, each with the code of its (field mask, row length) fraction."""
+        count = len(lengths)
+        row_lengths = lengths.sum(axis=1)
+        self._documents, masks, self._hits = group_postings(terms, lengths, len(self._vocabulary))
+        self._offsets = np.concatenate(([0], np.cumsum(self._hits)))
+        self._rows = count
+        average = float(int(row_lengths.sum())) / float(count) if count else 1.0
+        span = int(row_lengths.max(initial=0)) + 1
+        self._codes, pairs = pair_codes(self._documents, masks, row_lengths, span)
+        if len(pairs) > 1 << 16:
+            raise ValueError(f"{len(pairs)} (field mask, row length) pairs exceed 16-bit codes")
+        self._fractions = np.array(
+            [saturation(mask_frequency(int(p) // span), float(p % span), average) for p in pairs],
+            dtype=np.float64,
+        )
+
+    def ranked(self, query: str, k: int = TOP_K) -> list[tuple[int, float]]:
+        """(catalogue position, score) of the top `k` products, best first."""
+        documents, scores = self._top(query_tokens(query), k)
+        return list(zip(self._positions[documents].tolist(), scores.tolist(), strict=True))
 
     def search(self, query: str, k: int = TOP_K) -> list[int]:
-        tokens = search_tokens(query)[:MAX_QUERY_TOKENS]
-        if not tokens or k <= 0:
-            return []
+        tokens = query_tokens(query)
         if self.cache_size <= 0:
-            return self._search(tokens, k)
+            return self._positions[self._top(tokens, k)[0]].tolist()
         key = (tokens, k)
-        found = self._cache.get(key)
-        if found is None:
-            found = self._cache[key] = self._search(tokens, k)
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return list(found)
+        found = self._positions[self._top(tokens, k)[0]].tolist()
+        with self._lock:
+            self._cache[key] = found
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(key)
         return list(found)
 
-    def _search(self, tokens: tuple[str, ...], k: int) -> list[int]:
-        make = self._tantivy.Query
-        should = self._tantivy.Occur.Should
-        clauses = [
-            (should, make.boost_query(make.term_query(self._schema, name, token), weight))
-            for token in tokens
-            for name, weight in FIELD_WEIGHTS.items()
-        ]
-        compiled = make.boolean_query(clauses)
-        if self._segment_positions is None:
-            hits = self._searcher.search(compiled, k, count=False).hits
-            ordered = sorted((-score, address.doc) for score, address in hits)
-            return [self._by_rank[doc] for _, doc in ordered]
-        limit = k + 16
-        while True:
-            hits = self._searcher.search(compiled, limit, count=False).hits
-            scored = [(score, self._position(address)) for score, address in hits]
-            scored.sort(key=lambda item: (-item[0], self._ranks[item[1]]))
-            # A tie that straddles the fetched window could hide a smaller id: widen it.
-            if len(hits) < limit or len(scored) <= k or scored[k - 1][0] != scored[-1][0]:
-                return [position for _, position in scored[:k]]
-            limit *= 2
-
-
-class Fts5Index:
-    """SQLite FTS5 with `bm25()` column weights: the reference's scoring, slow on big data."""
-
-    engine = "fts5"
-
-    def __init__(self, catalog: Catalog) -> None:
-        started = time.perf_counter()
-        self._connection = sqlite3.connect(":memory:", check_same_thread=False)
-        columns = ", ".join(FIELDS)
-        self._connection.execute(
-            f"CREATE VIRTUAL TABLE products USING fts5(asin UNINDEXED, {columns}, "
-            "tokenize=\"unicode61 tokenchars '._+-/'\")"
+    def _top(self, tokens: tuple[str, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Documents and scores of the top `k`, by (score desc, document asc)."""
+        # A token no product holds adds idf * 0 in FTS5: nothing, so it is left out.
+        found = [term for term in map(self._vocabulary.get, tokens) if term is not None]
+        if not found or k <= 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+        terms = np.array(found, dtype=np.int64)
+        idfs = np.array([idf(self._rows, int(self._hits[term])) for term in found])
+        return top_k(
+            self._offsets[terms],
+            self._offsets[terms + 1],
+            idfs,
+            self._documents,
+            self._codes,
+            self._fractions,
+            self._rows,
+            k,
+            self.block,
         )
-        tokenizer = _FieldTokenizer()
-        placeholders = ", ".join("?" for _ in range(len(FIELDS) + 2))
-        self._connection.executemany(
-            f"INSERT INTO products(rowid, asin, {columns}) VALUES ({placeholders})",
-            (
-                (position, product.asin, *tokenizer.fields(product))
-                for position, product in enumerate(catalog.products)
-            ),
-        )
-        self._connection.commit()
-        weights = ", ".join(["0.0", *(str(FIELD_WEIGHTS[name]) for name in FIELDS)])
-        self._sql = (
-            f"SELECT rowid FROM products WHERE products MATCH ? "
-            f"ORDER BY bm25(products, {weights}) ASC, asin ASC LIMIT ?"
-        )
-        self.build_seconds = time.perf_counter() - started
-
-    def search(self, query: str, k: int = TOP_K) -> list[int]:
-        tokens = search_tokens(query)[:MAX_QUERY_TOKENS]
-        if not tokens or k <= 0:
-            return []
-        match = " OR ".join(f'"{token}"' for token in tokens)
-        return [row[0] for row in self._connection.execute(self._sql, (match, k))]
 
 
-ENGINES = {"tantivy": TantivyIndex, "fts5": Fts5Index}
+# "fts5" is SQLite itself: the same ranking, orders of magnitude slower (the test oracle).
+ENGINES: dict[str, type[SearchIndex]] = {"bm25": Bm25Index, "fts5": Fts5Index}
 
 
-def build_index(catalog: Catalog, engine: str = "tantivy") -> SearchIndex:
+def build_index(catalog: Catalog, engine: str = "bm25") -> SearchIndex:
     if engine not in ENGINES:
         raise ValueError(f"unknown search engine {engine!r}; choose one of {sorted(ENGINES)}")
     return ENGINES[engine](catalog)

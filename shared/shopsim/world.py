@@ -50,7 +50,7 @@ class World:
     catalog: Catalog
     tasks: dict[str, Task]
     site: SiteConfig = field(default_factory=SiteConfig)
-    engine: str = "tantivy"
+    engine: str = "bm25"
     name: str = "custom"
     index: SearchIndex | None = None
     _version: str | None = None

@@ -1,13 +1,23 @@
-"""Search: tokenizer, determinism, tie-break, top-k, both engines."""
+"""Search: tokenizer, FTS5 bm25() equivalence against SQLite itself, tie-break, top-k, cache."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from shared.shopsim.catalog import generate_catalog
 from shared.shopsim.product import Catalog, Product
-from shared.shopsim.search import Fts5Index, TantivyIndex, build_index
-from shared.shopsim.search_text import model_text, search_tokens
+from shared.shopsim.search import Bm25Index, build_index, mask_frequency
+from shared.shopsim.search_fts5 import Fts5Index
+from shared.shopsim.search_text import (
+    FIELDS,
+    MAX_QUERY_TOKENS,
+    FieldTokenizer,
+    model_text,
+    search_tokens,
+    tokenized_fields,
+)
 
 
 def test_tokens() -> None:
@@ -19,11 +29,100 @@ def test_tokens() -> None:
     assert model_text("Sonix Aero HX420 headphones, ipx7 waterproof") == "hx420 ipx7"
 
 
+def test_memoized_field_tokens_equal_whole_field_tokens() -> None:
+    tokenizer = FieldTokenizer(tuple)
+    for product in generate_catalog(600, 9).catalog:
+        fields = tokenizer.fields(product)
+        whole = tokenized_fields(product)
+        for tokens, name in zip(fields, FIELDS, strict=True):
+            assert len(tokens) == len(set(tokens)) == len(whole[name])
+            assert set(tokens) == set(whole[name])
+
+
+def _queries(catalog: Catalog, count: int, seed: int) -> list[str]:
+    """Titles, noun + attributes, brands, categories, bullet words, very common and unknown
+    tokens, and a few queries past the token limit: every kind of term FTS5 has to weigh."""
+    rng = random.Random(seed)
+    products = catalog.products
+    common = ["features", "color size", "black blue gray", "kitchen home", "set oz pocket"]
+    queries = [" ".join(p.title for p in rng.sample(products, 12)) for _ in range(3)]
+    for _ in range(count):
+        product = rng.choice(products)
+        noun = product.category.split(" › ")[-1]
+        attributes = rng.sample(product.attributes, min(len(product.attributes), 3))
+        words = " ".join(product.bullets).split()
+        queries += rng.choice(
+            [
+                [product.title],
+                [" ".join([noun, *attributes])],
+                [f"{product.brand} {noun}", product.category],
+                [" ".join(rng.sample(words, min(len(words), 5))), rng.choice(common)],
+                [f"{noun} zzqqxx {rng.choice(common)}"],
+            ]
+        )
+    return queries
+
+
+def _assert_same_ranking(catalog: Catalog, queries: list[str], k: int = 150) -> None:
+    ours, sqlite = Bm25Index(catalog, cache_size=0), Fts5Index(catalog)
+    blocked = Bm25Index(catalog, cache_size=0)
+    blocked.block = 257  # many score blocks, whose edges fall inside the 64-document chunks
+    for query in queries:
+        expected = sqlite.ranked(query, k)
+        # Equal positions in equal order, and scores equal bit for bit.
+        assert ours.ranked(query, k) == expected, query
+        assert blocked.ranked(query, k) == expected, query
+        assert ours.search(query, k) == [position for position, _ in expected]
+
+
+def test_scores_and_order_equal_sqlite_fts5_bm25() -> None:
+    """The index ranks as SQLite FTS5's bm25() with the column weights, to the last bit."""
+    catalog = generate_catalog(3000, 7).catalog
+    _assert_same_ranking(catalog, _queries(catalog, 200, 1))
+
+
+def test_chinese_records_rank_as_fts5() -> None:
+    words = ["无线", "降噪", "耳机", "蓝牙", "运动", "防水", "长续航", "头戴式", "入耳式", "黑色"]
+    rng = random.Random(3)
+    products = []
+    for n in range(300):
+        picked = rng.sample(words, 4)
+        products.append(
+            Product(
+                f"B0{n:08d}",
+                f"{''.join(picked)} X{n % 7}0{n % 3}",
+                rng.choice(["声阔", "漫步者", "Sonix"]),
+                "电子 › 音频 › 耳机",
+                tuple(rng.sample(words, 3)),
+                (f"{rng.choice(words)}，{rng.choice(words)}",),
+                "",
+                (("颜色", (("黑色", None), ("白色", None))),),
+                (199.0,),
+            )
+        )
+    catalog = Catalog(products, language="zh")
+    queries = ["无线降噪耳机", "黑色 头戴式", "声阔 长续航 运动", "x303", "电子", "白"]
+    queries += ["".join(rng.sample(words, 3)) for _ in range(40)]
+    _assert_same_ranking(catalog, queries, k=60)
+
+
+@pytest.mark.slow
+def test_rankings_equal_sqlite_fts5_on_20k_products() -> None:
+    catalog = generate_catalog(20_000, 5).catalog
+    _assert_same_ranking(catalog, _queries(catalog, 400, 2))
+
+
+def test_weighted_frequency_sums_in_column_order() -> None:
+    assert mask_frequency(0) == 0.0
+    assert mask_frequency(0b1111111) == (((((3.0 + 2.0) + 2.0) + 2.5) + 1.5) + 1.2) + 0.8
+    assert mask_frequency(1 << FIELDS.index("bullets")) == 0.8
+
+
 def _twin(asin: str) -> Product:
     return Product(asin, "same title here", "b", "x › y", ("a",), (), "", (), (1.0,))
 
 
-@pytest.mark.parametrize("engine", ["tantivy", "fts5"])
+@pytest.mark.parametrize("engine", ["bm25", "fts5"])
 def test_ties_break_by_product_id(engine: str) -> None:
     catalog = Catalog([_twin(f"B0{n:08d}") for n in (5, 3, 9, 1, 7)])
     index = build_index(catalog, engine)
@@ -31,32 +130,47 @@ def test_ties_break_by_product_id(engine: str) -> None:
     assert order == sorted(order)
 
 
-def test_top_k_and_empty_queries() -> None:
-    generated = generate_catalog(1500, 3)
-    index = TantivyIndex(generated.catalog)
-    assert len(index.search("black white navy blue")) == 150
-    assert len(index.search("black", k=7)) == 7
-    assert index.search("") == [] and index.search("!!!") == []
-    assert index.search("zzqqxx") == []
-
-
-def test_ties_at_the_cutoff_are_resolved_deterministically() -> None:
+@pytest.mark.parametrize("block", [32_768, 100])
+def test_ties_at_the_cutoff_are_resolved_deterministically(block: int) -> None:
     catalog = Catalog([_twin(f"B0{n:08d}") for n in range(400, 0, -1)])
-    index = TantivyIndex(catalog)
+    index = Bm25Index(catalog)
+    index.block = block
     hits = [catalog.products[p].asin for p in index.search("same", k=150)]
     assert hits == sorted(p.asin for p in catalog.products)[:150]
 
 
-def test_search_is_deterministic_and_engines_agree_on_titles() -> None:
+def test_top_k_and_empty_queries() -> None:
+    index = Bm25Index(generate_catalog(1500, 3).catalog)
+    assert len(index.search("black white navy blue")) == 150
+    assert len(index.search("black", k=7)) == 7
+    assert index.search("") == [] and index.search("!!!") == []
+    assert index.search("zzqqxx") == [] and index.search("black", k=0) == []
+    assert Bm25Index(Catalog([])).search("black") == []
+    assert len(search_tokens(" ".join(f"w{n}" for n in range(99)))) > MAX_QUERY_TOKENS
+
+
+def test_top_k_equals_the_prefix_of_the_exhaustive_ranking() -> None:
+    """Families share most fields, so scores tie often: the top 150 must still be exactly
+    the first 150 of the full ranking by (score desc, product id asc)."""
+    generated = generate_catalog(3000, 11)
+    index = Bm25Index(generated.catalog)
+    index.block = 1000
+    everything = len(generated.catalog)
+    for product in generated.catalog.products[::250]:
+        noun = product.category.split(" › ")[-1]
+        for query in (noun, f"{noun} {product.attributes[2]}", product.title):
+            full = index.ranked(query, everything)
+            assert index.ranked(query, 150) == full[:150]
+            keys = [(-score, generated.catalog.products[p].asin) for p, score in full]
+            assert keys == sorted(keys)
+
+
+def test_a_title_finds_its_product_first() -> None:
     generated = generate_catalog(1200, 4)
-    first, second = TantivyIndex(generated.catalog), TantivyIndex(generated.catalog)
-    reference = Fts5Index(generated.catalog)
+    first, second = Bm25Index(generated.catalog), Bm25Index(generated.catalog)
     for product in generated.catalog.products[::97]:
-        query = product.title
-        assert first.search(query) == second.search(query)
-        position = generated.catalog.position(product.asin)
-        assert first.search(query)[0] == position
-        assert reference.search(query)[0] == position
+        assert first.search(product.title) == second.search(product.title)
+        assert first.search(product.title)[0] == generated.catalog.position(product.asin)
 
 
 def test_unknown_engine() -> None:
@@ -64,33 +178,10 @@ def test_unknown_engine() -> None:
         build_index(Catalog([]), "lucene")
 
 
-def test_memoized_field_tokens_equal_whole_field_tokens() -> None:
-    from shared.shopsim.search import _FieldTokenizer
-    from shared.shopsim.search_text import FIELDS, tokenized_fields
-
-    tokenizer = _FieldTokenizer()
-    for product in generate_catalog(600, 9).catalog:
-        fields = tokenizer.fields(product)
-        whole = tokenized_fields(product)
-        assert [set(text.split()) for text in fields] == [set(whole[name]) for name in FIELDS]
-
-
-def test_top_k_equals_the_prefix_of_the_exhaustive_ranking() -> None:
-    """Families share most fields, so scores tie often: the top 150 must still be exactly
-    the first 150 of the full ranking by (score desc, product id asc)."""
-    generated = generate_catalog(3000, 11)
-    index = TantivyIndex(generated.catalog)
-    everything = len(generated.catalog)
-    for product in generated.catalog.products[::250]:
-        noun = product.category.split(" › ")[-1]
-        for query in (noun, f"{noun} {product.attributes[2]}", product.title):
-            assert index.search(query, 150) == index.search(query, everything)[:150]
-
-
 def test_result_cache_is_exact_and_bounded() -> None:
     generated = generate_catalog(800, 12)
-    cached = TantivyIndex(generated.catalog, cache_size=3)
-    cold = TantivyIndex(generated.catalog, cache_size=0)
+    cached = Bm25Index(generated.catalog, cache_size=3)
+    cold = Bm25Index(generated.catalog, cache_size=0)
     queries = ["black", "white", "navy blue", "black", "sky blue", "BLACK", "black"]
     for query in queries:
         result = cached.search(query)
