@@ -13,6 +13,8 @@ temperature 1, so the backend refuses that combination rather than record the wr
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,46 @@ from typing import Any
 from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest, token_level_output
 from shared.agent.chat import ChatRenderer
 from shared.agent.decoding import DecodingConfig
+
+
+def _tolerate_foreign_modules() -> None:
+    """Make vLLM's kernel-override scan skip modules it cannot read.
+
+    vLLM 0.3x on CPU scans every module namespace when a worker starts and calls
+    `vars(value).get(...)` on anything with a `__dict__`; llvmlite's ffi `lib` (imported by numba,
+    which ShopSim's search uses) answers with a function wrapper and the worker dies. The wrapped
+    scan hides such modules for its duration; the backend runs the engine in-process so that the
+    patched scan is the one that runs.
+    """
+    try:
+        from vllm.triton_utils import dispatcher
+    except ImportError:
+        return
+    original = getattr(dispatcher, "_rebind_kernels", None)
+    if original is None or getattr(original, "intraskill_safe", False):
+        return
+
+    def unreadable(module: Any) -> bool:
+        namespace = getattr(module, "__dict__", None) or {}
+        for value in list(namespace.values()):
+            try:
+                if hasattr(value, "__dict__") and not isinstance(vars(value), dict):
+                    return True
+            except Exception:
+                return True
+        return False
+
+    def safe(overrides: Any) -> None:
+        hidden = {name: module for name, module in list(sys.modules.items()) if unreadable(module)}
+        for name in hidden:
+            del sys.modules[name]
+        try:
+            original(overrides)
+        finally:
+            sys.modules.update(hidden)
+
+    safe.intraskill_safe = True  # type: ignore[attr-defined]
+    dispatcher._rebind_kernels = safe
 
 
 class VLLMBackend:
@@ -57,11 +99,16 @@ class VLLMBackend:
         **engine_kwargs: Any,
     ) -> VLLMBackend:
         """Start an engine on a local model directory (prefix caching on)."""
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from transformers import AutoTokenizer, GenerationConfig
         from vllm import LLM
 
         from shared.agent.models import model_identity
 
+        _tolerate_foreign_modules()
+        # One device, one process: the engine core and its worker run here, so the runtime's
+        # process (and the patch above) is the one that serves the model.
+        engine_kwargs.setdefault("distributed_executor_backend", "uni")
         arguments = dict(
             model=str(path),
             dtype=dtype,
