@@ -12,9 +12,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-# Documents scored at a time: 256 KiB of float64, half a core's L2 cache (random access into
-# a 1M-entry buffer cost 3x more). An argument, so tests can cross block boundaries.
-BLOCK = 32_768
 CHUNK = 64  # documents tested against the heap's worst score at once
 
 
@@ -134,7 +131,7 @@ def top_k(
     fractions: np.ndarray,
     rows: int,
     k: int,
-    block: int = BLOCK,
+    block: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Documents and scores of the best `k`, best first, for the query whose terms' postings
     are `documents[starts[t]:ends[t]]` (ascending; codes into `fractions`), in query order.
