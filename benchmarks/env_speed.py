@@ -3,6 +3,7 @@ catalogue and index build time and resident memory, per catalogue size.
 
     python benchmarks/env_speed.py                         # 20k, 100k and 1M products
     python benchmarks/env_speed.py --sizes 20000 --tasks 100 --out /tmp/env_speed.json
+    python benchmarks/env_speed.py --compare-engines --sizes 20000,100000   # bm25 / FTS5 / tantivy
 
 Each size runs in a fresh child process pinned to one core, so its memory figures are its own.
 Goals (issue 3): >= 3,000 mixed steps/s on one core at 20k; search p99 <= 10 ms at 1M.
