@@ -4,7 +4,8 @@
         bank = registry.get_bank_by_alias("current")          # trainer: the bank to train under
         run = registry.create_gate_run(GateRunCreate(...))    # evaluator: open a gate
         registry.add_observations(run.id, observations)       # raw per-task pairs, batched
-        decision = registry.post_decision(run.id, DecisionCreate(...))
+        decision = registry.post_decision(run.id, DecisionCreate(...))  # provisional=True if
+                                                                         # the gate is incomplete
         nxt = registry.create_bank(entries, round=1, parent_bank_id=bank.id,
                                    gate_decision_id=decision.id)
         registry.freeze_bank(nxt.id)
@@ -71,6 +72,7 @@ from shared.registry_api.schemas import (
     EvidenceCreate,
     EvidencePublic,
     EvidenceUpdate,
+    GateKind,
     GateRunCreate,
     GateRunPublic,
     GateRunUpdate,
@@ -503,7 +505,8 @@ class RegistryClient:
     # ------------------------------------------------------------ gates
 
     def create_gate_run(self, run: GateRunCreate | Mapping[str, Any]) -> GateRunPublic:
-        """Open a gate run (checkpoint, base bank, candidate pool, mask seed)."""
+        """Open a gate run: kind, design (pool, split, sample, mask seed, K, solver, task count),
+        checkpoint and rollout identity, bare baseline; a base bank unless it is Gate A."""
         return self._write(
             "POST", "/v1/gates", GateRunPublic, _dump(GateRunCreate.model_validate(_dump(run)))
         )
@@ -541,7 +544,8 @@ class RegistryClient:
     def post_decision(
         self, run_id: int, decision: DecisionCreate | Mapping[str, Any]
     ) -> DecisionPublic:
-        """Record the gate's decision (a row per pool version); completes the gate."""
+        """Record the gate's decision (a row per pool version). Final: completes the gate (every
+        planned task observed). Provisional: the fit of an incomplete gate, closes it as such."""
         body = _dump(DecisionCreate.model_validate(_dump(decision)))
         return self._write("POST", f"/v1/gates/{run_id}/decision", DecisionPublic, body)
 
@@ -558,13 +562,19 @@ class RegistryClient:
     def list_gate_runs(
         self,
         *,
+        kind: GateKind | None = None,
         round: int | None = None,
         status: GateStatus | None = None,
         checkpoint_id: str | None = None,
     ) -> list[GateRunPublic]:
         return list(
             self._all(
-                "/v1/gates", GateRunPublic, round=round, status=status, checkpoint_id=checkpoint_id
+                "/v1/gates",
+                GateRunPublic,
+                kind=kind,
+                round=round,
+                status=status,
+                checkpoint_id=checkpoint_id,
             )
         )
 

@@ -21,6 +21,7 @@ MAX_ID = 2**31 - 1
 MAX_PAGE = 500
 MAX_OBSERVATIONS_PER_BATCH = 1000
 MAX_POOL_COLUMNS = 64
+MAX_GATE_TASKS = 100_000
 
 # The reward components every gate observation carries, bare and masked (strict decides).
 REWARD_COMPONENTS: tuple[str, ...] = (
@@ -85,9 +86,19 @@ class BankStatus(StrEnum):
 
 class GateStatus(StrEnum):
     open = "open"
-    complete = "complete"
-    incomplete = "incomplete"
+    complete = "complete"  # a final decision: every planned task paired
+    incomplete = "incomplete"  # closed short of full coverage (maybe with a provisional decision)
     failed = "failed"
+
+
+class GateKind(StrEnum):
+    online = "online"  # interval gate: current slots, ADDs, replacement families; has a base bank
+    gate_a = "gate_a"  # cold start: Bernoulli(1/2) over draft chunk versions; no base bank
+
+
+class GateSolver(StrEnum):
+    statsmodels = "statsmodels"
+    reference = "reference"  # the reference run's Gauss-Jordan solver (bit-identical refits)
 
 
 class DecisionStatus(StrEnum):
@@ -102,6 +113,7 @@ class PoolColumnKind(StrEnum):
     current = "current"
     add = "add"
     rewrite = "rewrite"
+    draft = "draft"  # Gate A: a cold-start draft chunk version, in no bank yet
 
 
 class CardOutcome(StrEnum):
@@ -394,7 +406,8 @@ class PoolColumn(_Wire):
     """One column of the treatment matrix: a chunk version in a slot.
 
     Ordinary slots (current or ADD) hold one column; a replacement family is one slot whose
-    columns are the old version and its rewrites, mutually exclusive in every mask.
+    columns are the old version and its rewrites, mutually exclusive in every mask. A Gate A
+    pool holds only `draft` columns (cold-start versions), one per slot.
     """
 
     chunk_version_id: Id
@@ -407,12 +420,52 @@ class CandidatePool(_Wire):
     columns: list[PoolColumn] = Field(min_length=1, max_length=MAX_POOL_COLUMNS)
 
 
+class GateIdentity(_Wire):
+    """What every bare and masked rollout of a gate shares besides checkpoint, split and sample.
+
+    The evaluator pairs two rollouts only when all of these agree; stored with the run, they say
+    which model, decoding, prompt, environment and action protocol the coefficients are about.
+    """
+
+    model: Label
+    decoding: Label = Field(description="fingerprint of the decoding settings")
+    prompt_version: Label
+    prompt_fingerprint: Label = Field(description="fingerprint of the prompt outside the skill")
+    env_version: Label
+    action_protocol: Label
+
+
+class BareBaseline(_Wire):
+    """Which bare rollouts B_i the masked ones are paired with.
+
+    `plan_sha256` fingerprints what the bare runs must be (identity, checkpoint, split, sample,
+    task ids, episode seeds); `records_sha256` pins reused bare records (None when the gate ran
+    its own, whose outcomes are then in the observations).
+    """
+
+    source: Label = Field(description="'fresh' (run by this gate) or where reused ones came from")
+    plan_sha256: Hash
+    records_sha256: Hash | None = None
+
+
 class GateRunCreate(_Wire):
+    """Open a gate: its kind, design (pool, split, sample, mask seed, K, solver, task count) and
+    the identity its rollouts share. An online gate names its frozen base bank; Gate A has none
+    and its pool is cold-start drafts."""
+
+    kind: GateKind = GateKind.online
     round: Count
     checkpoint_id: Name
-    base_bank_id: Id
+    base_bank_id: Id | None = None
     candidate_pool: CandidatePool
+    split: Name = "val"
+    sample_id: Annotated[int, Field(ge=0, le=1000)] = 0
     mask_seed: Annotated[int, Field(ge=0, le=2**62)]
+    budget: Annotated[int, Field(ge=1, le=MAX_POOL_COLUMNS)] = 10
+    solver: GateSolver = GateSolver.statsmodels
+    n_tasks: Annotated[int, Field(ge=1, le=MAX_GATE_TASKS)]
+    identity: GateIdentity
+    bare_baseline: BareBaseline
     note: Text | None = None
 
 
@@ -424,12 +477,23 @@ class GateRunUpdate(_Wire):
 
 
 class GateRunPublic(_Out):
+    """A gate run. `identity`, `bare_baseline` and `n_tasks` are None only on runs recorded
+    before the registry had those fields (migration 0002)."""
+
     id: int
+    kind: GateKind
     round: int
     checkpoint_id: str
-    base_bank_id: int
+    base_bank_id: int | None
     candidate_pool: CandidatePool
+    split: str
+    sample_id: int
     mask_seed: int
+    budget: int
+    solver: GateSolver
+    n_tasks: int | None
+    identity: GateIdentity | None
+    bare_baseline: BareBaseline | None
     status: GateStatus
     note: str | None
     n_observations: int
@@ -502,10 +566,16 @@ class DecisionRowIn(_Wire):
 
 
 class DecisionCreate(_Wire):
-    """The fitted coefficients and the selection for every column of the gate's pool."""
+    """The fitted coefficients and the selection for every column of the gate's pool.
+
+    A final decision (the default) needs every planned task observed and completes the gate. A
+    `provisional` one is the fit of an incomplete gate, kept for audit: it closes the gate as
+    incomplete, settles no candidate, and no bank or alias move may cite it.
+    """
 
     estimator: Label = GATE_ESTIMATOR
     primary_component: Label = PRIMARY_COMPONENT
+    provisional: bool = False
     rows: list[DecisionRowIn] = Field(min_length=1, max_length=MAX_POOL_COLUMNS)
     note: Text | None = None
 
@@ -530,6 +600,7 @@ class DecisionPublic(_Out):
     gate_run_id: int
     estimator: str
     primary_component: str
+    provisional: bool
     n_observations: int
     note: str | None
     rows: list[DecisionRowPublic]

@@ -37,6 +37,27 @@ CHINESE_CHUNK = {
 }
 
 
+# What a gate run records about its rollouts (the registry stores it as given).
+GATE_IDENTITY = {
+    "model": "qwen-test",
+    "decoding": "dec-5f1c",
+    "prompt_version": "shop-tools-v2",
+    "prompt_fingerprint": "fp-77aa",
+    "env_version": "shopsim-v1:test",
+    "action_protocol": "tools-v3",
+}
+
+
+def gate_protocol(n_tasks: int, **overrides: Any) -> dict[str, Any]:
+    """The fields every gate run carries besides its pool: task count, identity, bare baseline."""
+    return {
+        "n_tasks": n_tasks,
+        "identity": GATE_IDENTITY,
+        "bare_baseline": {"source": "fresh", "plan_sha256": "ab" * 32},
+        **overrides,
+    }
+
+
 def headers(role: Role | None, **extra: str) -> dict[str, str]:
     base = {} if role is None else {"Authorization": f"Bearer {TOKENS[role]}"}
     return {**base, **extra}

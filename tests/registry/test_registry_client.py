@@ -7,7 +7,14 @@ import threading
 import time
 
 import pytest
-from registry_support import CHINESE_CHUNK, TOKENS, chunk_content, free_port, serve
+from registry_support import (
+    CHINESE_CHUNK,
+    TOKENS,
+    chunk_content,
+    free_port,
+    gate_protocol,
+    serve,
+)
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse
 
@@ -125,6 +132,7 @@ def test_gate_flow_through_client(api, live_server):
                     "columns": [{"chunk_version_id": version, "kind": "current", "slot": 0}]
                 },
                 mask_seed=20260901,
+                **gate_protocol(7),
             )
         )
         rewards = dict.fromkeys(REWARD_COMPONENTS, 1.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from registry_support import CHINESE_CHUNK, TOKENS, chunk_content, serve
+from registry_support import CHINESE_CHUNK, TOKENS, chunk_content, gate_protocol, serve
 
 from shared.chunks import ChunkContent
 from shared.registry_api import RegistryClient
@@ -134,6 +134,7 @@ def test_every_operation_has_a_client_method(app):
                 base_bank_id=bank.id,
                 candidate_pool=pool,
                 mask_seed=1,
+                **gate_protocol(1),
             )
         )
         rewards = dict.fromkeys(REWARD_COMPONENTS, 1.0)
@@ -165,6 +166,7 @@ def test_every_operation_has_a_client_method(app):
                 base_bank_id=bank.id,
                 candidate_pool=pool,
                 mask_seed=2,
+                **gate_protocol(1),
             )
         )
         ops.close_gate_run(closing.id, GateStatus.incomplete)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from registry_support import CHINESE_CHUNK, chunk_content
+from registry_support import CHINESE_CHUNK, chunk_content, gate_protocol
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 
@@ -182,6 +182,7 @@ def test_round_trip_from_evidence_to_next_bank(api, world):
             "base_bank_id": bank["id"],
             "candidate_pool": {"columns": columns},
             "mask_seed": 20260901,
+            **gate_protocol(12),
         },
     )
     assert run["status"] == "open"
@@ -345,6 +346,7 @@ def test_observations_are_validated(api, world):
             "base_bank_id": world["bank"]["id"],
             "candidate_pool": {"columns": columns},
             "mask_seed": 1,
+            **gate_protocol(10),
         },
     )
     base = {"task_id": "t", "bare": rewards(0), "masked": rewards(1)}
@@ -386,6 +388,7 @@ def test_observations_are_validated(api, world):
             "checkpoint_id": "ckpt-r0",
             "base_bank_id": world["bank"]["id"],
             "mask_seed": 1,
+            **gate_protocol(10),
             "candidate_pool": {
                 "columns": [{"chunk_version_id": v2["id"], "kind": "rewrite", "slot": 0}]
             },
@@ -554,6 +557,7 @@ def test_decision_statuses_follow_the_selection_rule(api, world, current_row, ad
             "base_bank_id": world["bank"]["id"],
             "candidate_pool": {"columns": columns},
             "mask_seed": 1,
+            **gate_protocol(1),
         },
     )
     obs = {"task_id": "t", "inclusion": [1, 1], "bare": rewards(0), "masked": rewards(1)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from registry_support import chunk_content, headers
+from registry_support import chunk_content, gate_protocol, headers
 from schemathesis.checks import not_a_server_error
 
 from services.registry.app import create_app
@@ -38,6 +38,7 @@ def registry_schema(app, api):
             "checkpoint_id": "ckpt-seed",
             "base_bank_id": bank["id"],
             "mask_seed": 1,
+            **gate_protocol(1),
             "candidate_pool": {
                 "columns": [{"chunk_version_id": version, "kind": "current", "slot": 0}]
             },

@@ -19,7 +19,7 @@ from services.registry.errors import (
     PreconditionFailed,
     PreconditionRequired,
 )
-from services.registry.gates import repository as gates_repository
+from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.registry_api.schemas import (
@@ -60,13 +60,8 @@ def _check_target(session: Session, bank_id: int, gate_decision_id: int | None) 
         raise FieldInvalid(("body", "bank_id"), f"bank {bank_id} not found")
     if bank.status == BankStatus.draft:
         raise Conflict(f"bank {bank_id} is a draft; aliases point at frozen banks only")
-    if (
-        gate_decision_id is not None
-        and gates_repository.get_decision(session, gate_decision_id) is None
-    ):
-        raise FieldInvalid(
-            ("body", "gate_decision_id"), f"gate decision {gate_decision_id} not found"
-        )
+    if gate_decision_id is not None:
+        gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
 
 def _check_protection(name: str, principal: Principal, protected_names: list[str]) -> None:

@@ -17,7 +17,7 @@ from services.registry.chunks import repository as chunks_repository
 from services.registry.chunks import service as chunks
 from services.registry.concurrency import quote_etag
 from services.registry.errors import Conflict, FieldInvalid, NotFound
-from services.registry.gates import repository as gates_repository
+from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.chunks import RENDERER_VERSION, InjectedChunk, render_skill_block, select_injected
@@ -145,13 +145,8 @@ def _check_references(
 ) -> None:
     if parent_bank_id is not None and repository.get(session, parent_bank_id) is None:
         raise FieldInvalid(("body", "parent_bank_id"), f"bank {parent_bank_id} not found")
-    if (
-        gate_decision_id is not None
-        and gates_repository.get_decision(session, gate_decision_id) is None
-    ):
-        raise FieldInvalid(
-            ("body", "gate_decision_id"), f"gate decision {gate_decision_id} not found"
-        )
+    if gate_decision_id is not None:
+        gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
 
 def _build_entries(

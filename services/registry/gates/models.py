@@ -15,11 +15,21 @@ class GateRun(SQLModel, table=True):
     __tablename__ = "gate_runs"
 
     id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(default="online", max_length=16, index=True)
     round: int = Field(index=True)
     checkpoint_id: str = Field(foreign_key="checkpoints.id", max_length=64)
-    base_bank_id: int = Field(foreign_key="banks.id")
+    # None for Gate A: its pool is cold-start drafts that are in no bank yet.
+    base_bank_id: int | None = Field(default=None, foreign_key="banks.id")
     candidate_pool: dict[str, Any] = json_field()
+    split: str = Field(default="val", max_length=64)
+    sample_id: int = 0
     mask_seed: int = Field(sa_type=BigInteger)
+    budget: int = 10
+    solver: str = Field(default="statsmodels", max_length=32)
+    # The three below are None only on runs recorded before migration 0002.
+    n_tasks: int | None = None
+    identity: dict[str, Any] | None = json_field(nullable=True)
+    bare_baseline: dict[str, Any] | None = json_field(nullable=True)
     status: str = Field(default="open", max_length=16, index=True)
     note: str | None = Field(default=None, sa_type=Text)
     created_by: str = Field(max_length=64)
@@ -51,6 +61,8 @@ class GateDecision(SQLModel, table=True):
     gate_run_id: int = Field(foreign_key="gate_runs.id", unique=True)
     estimator: str = Field(max_length=200)
     primary_component: str = Field(max_length=200)
+    # The fit of an incomplete gate, kept for audit: no bank or alias move may cite it.
+    provisional: bool = False
     n_observations: int
     note: str | None = Field(default=None, sa_type=Text)
     created_by: str = Field(max_length=64)

@@ -100,6 +100,7 @@ def transition(
 def list_runs(
     session: Session,
     *,
+    kind: str | None,
     round: int | None,
     status: str | None,
     checkpoint_id: str | None,
@@ -107,6 +108,8 @@ def list_runs(
     offset: int,
 ) -> tuple[Sequence[GateRun], int]:
     filters = []
+    if kind is not None:
+        filters.append(GateRun.kind == kind)
     if round is not None:
         filters.append(GateRun.round == round)
     if status is not None:

@@ -15,6 +15,7 @@ from shared.registry_api.schemas import (
     MAX_ID,
     DecisionCreate,
     DecisionPublic,
+    GateKind,
     GateRunCreate,
     GateRunPublic,
     GateRunUpdate,
@@ -32,7 +33,9 @@ router = APIRouter(tags=["gates"], route_class=IdempotentRoute)
 async def create_gate_run(
     data: GateRunCreate, session: SessionDep, principal: Evaluator, response: Response
 ) -> GateRunPublic:
-    """Open a gate run: checkpoint, base bank, candidate pool (slots and families), mask seed."""
+    """Open a gate run: kind, checkpoint, base bank (online) or cold-start drafts (Gate A),
+    candidate pool, split, sample, mask seed, K, solver, task count, rollout identity and bare
+    baseline."""
     run = await run_in_threadpool(
         service.create_run, session=session, principal=principal, data=data
     )
@@ -45,14 +48,16 @@ async def list_gate_runs(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
+    kind: GateKind | None = None,
     round: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     status: GateStatus | None = None,
     checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[GateRunPublic]:
-    """List gate runs, filtered by round, status or checkpoint."""
+    """List gate runs, filtered by kind (online / gate_a), round, status or checkpoint."""
     return await run_in_threadpool(
         service.list_runs,
         session=session,
+        kind=kind,
         round=round,
         status=status,
         checkpoint_id=checkpoint_id,
@@ -114,7 +119,8 @@ async def post_decision(
     principal: Evaluator,
     response: Response,
 ) -> DecisionPublic:
-    """Record the decision (a row per pool version) and complete the gate."""
+    """Record the decision (a row per pool version): final completes the gate, provisional
+    closes it as incomplete."""
     decision = await run_in_threadpool(
         service.post_decision, session=session, principal=principal, run_id=run_id, data=data
     )

@@ -21,15 +21,20 @@ from services.registry.pagination import page
 from shared.registry_api.schemas import (
     REWARD_COMPONENTS,
     BankStatus,
+    BareBaseline,
     CandidatePool,
+    ChunkSource,
     DecisionCreate,
     DecisionPublic,
     DecisionRowIn,
     DecisionRowPublic,
     DecisionStatus,
+    GateIdentity,
+    GateKind,
     GateRunCreate,
     GateRunPublic,
     GateRunUpdate,
+    GateSolver,
     GateStatus,
     ObservationBatch,
     ObservationBatchResult,
@@ -61,7 +66,7 @@ def _slots(pool: CandidatePool) -> list[list[int]]:
     return [slots[slot] for slot in sorted(slots)]
 
 
-def _check_pool(session: Session, pool: CandidatePool) -> None:
+def _check_pool(session: Session, pool: CandidatePool, kind: GateKind) -> None:
     columns = pool.columns
     views = chunks.require_versions(
         session, [c.chunk_version_id for c in columns], loc=lambda i: (*POOL, i, "chunk_version_id")
@@ -73,6 +78,17 @@ def _check_pool(session: Session, pool: CandidatePool) -> None:
                 (*POOL, index, "chunk_version_id"), "a version appears twice in the pool"
             )
         seen.add(column.chunk_version_id)
+        is_draft = column.kind == PoolColumnKind.draft
+        if kind == GateKind.gate_a and not is_draft:
+            raise FieldInvalid((*POOL, index, "kind"), "a Gate A pool holds draft columns only")
+        if kind == GateKind.online and is_draft:
+            raise FieldInvalid((*POOL, index, "kind"), "draft columns belong to Gate A")
+        if is_draft and views[column.chunk_version_id].source != ChunkSource.cold_start:
+            raise FieldInvalid(
+                (*POOL, index, "chunk_version_id"),
+                f"a draft column needs a cold_start version, not "
+                f"{views[column.chunk_version_id].source.value}",
+            )
         if (
             column.candidate_id is not None
             and cards_repository.get_candidate(session, column.candidate_id) is None
@@ -117,11 +133,21 @@ def run_public(
         decision_id = None if decision is None else decision.id
     return GateRunPublic(
         id=run.id,
+        kind=GateKind(run.kind),
         round=run.round,
         checkpoint_id=run.checkpoint_id,
         base_bank_id=run.base_bank_id,
         candidate_pool=_pool(run),
+        split=run.split,
+        sample_id=run.sample_id,
         mask_seed=run.mask_seed,
+        budget=run.budget,
+        solver=GateSolver(run.solver),
+        n_tasks=run.n_tasks,
+        identity=None if run.identity is None else GateIdentity.model_validate(run.identity),
+        bare_baseline=(
+            None if run.bare_baseline is None else BareBaseline.model_validate(run.bare_baseline)
+        ),
         status=GateStatus(run.status),
         note=run.note,
         n_observations=n_observations,
@@ -132,23 +158,40 @@ def run_public(
 
 
 def create_run(*, session: Session, principal: Principal, data: GateRunCreate) -> GateRunPublic:
-    """Open a gate run over a validated candidate pool."""
+    """Open a gate run over a validated candidate pool (online: against a frozen base bank;
+    Gate A: over cold-start drafts, no base bank)."""
     if evidence_repository.get_checkpoint(session, data.checkpoint_id) is None:
         raise FieldInvalid(
             ("body", "checkpoint_id"), f"checkpoint {data.checkpoint_id!r} not found"
         )
-    bank = banks_repository.get(session, data.base_bank_id)
-    if bank is None:
-        raise FieldInvalid(("body", "base_bank_id"), f"bank {data.base_bank_id} not found")
-    if bank.status == BankStatus.draft:
-        raise FieldInvalid(("body", "base_bank_id"), "a gate runs against a frozen bank")
-    _check_pool(session, data.candidate_pool)
+    if data.kind == GateKind.gate_a:
+        if data.base_bank_id is not None:
+            raise FieldInvalid(
+                ("body", "base_bank_id"), "Gate A has no base bank: its pool is cold-start drafts"
+            )
+    elif data.base_bank_id is None:
+        raise FieldInvalid(("body", "base_bank_id"), "an online gate needs its frozen base bank")
+    else:
+        bank = banks_repository.get(session, data.base_bank_id)
+        if bank is None:
+            raise FieldInvalid(("body", "base_bank_id"), f"bank {data.base_bank_id} not found")
+        if bank.status == BankStatus.draft:
+            raise FieldInvalid(("body", "base_bank_id"), "a gate runs against a frozen bank")
+    _check_pool(session, data.candidate_pool, data.kind)
     run = GateRun(
+        kind=data.kind.value,
         round=data.round,
         checkpoint_id=data.checkpoint_id,
         base_bank_id=data.base_bank_id,
         candidate_pool=data.candidate_pool.model_dump(mode="json"),
+        split=data.split,
+        sample_id=data.sample_id,
         mask_seed=data.mask_seed,
+        budget=data.budget,
+        solver=data.solver.value,
+        n_tasks=data.n_tasks,
+        identity=data.identity.model_dump(mode="json"),
+        bare_baseline=data.bare_baseline.model_dump(mode="json"),
         status=GateStatus.open.value,
         note=data.note,
         created_by=principal.name,
@@ -198,8 +241,14 @@ def update_run(
     return after
 
 
-def _check_observation(pool: CandidatePool, slots: list[list[int]], index: int, obs) -> None:
+def _check_observation(
+    run: GateRun, pool: CandidatePool, slots: list[list[int]], index: int, obs
+) -> None:
     loc = ("body", "observations", index)
+    if obs.sample_id != run.sample_id:
+        raise FieldInvalid(
+            (*loc, "sample_id"), f"the gate runs sample {run.sample_id}, not {obs.sample_id}"
+        )
     if len(obs.inclusion) != len(pool.columns):
         raise FieldInvalid(
             (*loc, "inclusion"),
@@ -241,7 +290,7 @@ def add_observations(
     slots = _slots(pool)
     keys: set[tuple[str, int]] = set()
     for index, obs in enumerate(data.observations):
-        _check_observation(pool, slots, index, obs)
+        _check_observation(run, pool, slots, index, obs)
         key = (obs.task_id, obs.sample_id)
         if key in keys:
             raise Conflict(
@@ -252,6 +301,12 @@ def add_observations(
     if duplicates:
         task, sample = sorted(duplicates)[0]
         raise Conflict(f"gate run {run_id} already has task {task!r} sample {sample}")
+    stored = repository.observation_counts(session, [run_id]).get(run_id, 0)
+    if run.n_tasks is not None and stored + len(keys) > run.n_tasks:
+        raise Conflict(
+            f"gate run {run_id} planned {run.n_tasks} tasks and has {stored}; "
+            f"{len(keys)} more would exceed them"
+        )
     with conflict_on_integrity(f"gate run {run_id} got the same task concurrently", session):
         repository.add_all(
             session,
@@ -338,6 +393,7 @@ def decision_public(session: Session, decision: GateDecision) -> DecisionPublic:
         gate_run_id=decision.gate_run_id,
         estimator=decision.estimator,
         primary_component=decision.primary_component,
+        provisional=decision.provisional,
         n_observations=decision.n_observations,
         note=decision.note,
         rows=[
@@ -365,10 +421,11 @@ def decision_public(session: Session, decision: GateDecision) -> DecisionPublic:
 def post_decision(
     *, session: Session, principal: Principal, run_id: int, data: DecisionCreate
 ) -> DecisionPublic:
-    """Record the decision for every pool column and complete the gate (once per gate)."""
+    """Record the decision for every pool column (once per gate): a final one completes the
+    gate, a provisional one closes it as incomplete and settles nothing."""
     run = require_run(session, run_id)
     if run.status != GateStatus.open:
-        raise Conflict(f"gate run {run_id} is {run.status}; a decision completes an open gate")
+        raise Conflict(f"gate run {run_id} is {run.status}; a decision closes an open gate")
     if data.primary_component not in REWARD_COMPONENTS:
         raise FieldInvalid(
             ("body", "primary_component"), f"unknown reward component {data.primary_component!r}"
@@ -402,10 +459,16 @@ def post_decision(
     n_observations = repository.observation_counts(session, [run_id]).get(run_id, 0)
     if n_observations == 0:
         raise Conflict(f"gate run {run_id} has no observations to decide on")
+    if not data.provisional and run.n_tasks is not None and n_observations < run.n_tasks:
+        raise Conflict(
+            f"gate run {run_id} has {n_observations} of its {run.n_tasks} tasks; a final "
+            "decision needs them all (post the fit as provisional)"
+        )
     decision = GateDecision(
         gate_run_id=run_id,
         estimator=data.estimator,
         primary_component=data.primary_component,
+        provisional=data.provisional,
         n_observations=n_observations,
         note=data.note,
         created_by=principal.name,
@@ -430,20 +493,18 @@ def post_decision(
             for row in data.rows
         ],
     )
+    closed = GateStatus.incomplete if data.provisional else GateStatus.complete
     if not repository.transition(
-        session,
-        run_id=run_id,
-        from_status=GateStatus.open.value,
-        to_status=GateStatus.complete.value,
-        note=None,
+        session, run_id=run_id, from_status=GateStatus.open.value, to_status=closed.value, note=None
     ):
         raise Conflict(f"gate run {run_id} changed status concurrently")
-    cards_repository.settle_candidates(
-        session,
-        decision_id=decision.id,
-        selected={r.chunk_version_id for r in data.rows if r.status == DecisionStatus.selected},
-        decided=set(seen),
-    )
+    if not data.provisional:  # a provisional fit leaves the candidates for a later gate
+        cards_repository.settle_candidates(
+            session,
+            decision_id=decision.id,
+            selected={r.chunk_version_id for r in data.rows if r.status == DecisionStatus.selected},
+            decided=set(seen),
+        )
     result = decision_public(session, decision)
     audit.record(
         session=session,
@@ -464,6 +525,7 @@ def get_run(*, session: Session, run_id: int) -> GateRunPublic:
 def list_runs(
     *,
     session: Session,
+    kind: GateKind | None,
     round: int | None,
     status: GateStatus | None,
     checkpoint_id: str | None,
@@ -473,6 +535,7 @@ def list_runs(
     """Gate runs by id, filtered."""
     rows, total = repository.list_runs(
         session,
+        kind=None if kind is None else kind.value,
         round=round,
         status=None if status is None else status.value,
         checkpoint_id=checkpoint_id,
@@ -484,6 +547,20 @@ def list_runs(
     decisions = repository.decision_ids_for_runs(session, ids)
     items = [run_public(session, run, counts.get(run.id, 0), decisions.get(run.id)) for run in rows]
     return page(items, total, limit, offset)
+
+
+def require_final_decision(session: Session, decision_id: int, loc: tuple) -> None:
+    """422 at `loc` unless the decision exists and is final: banks and alias moves may cite
+    only a decision that completed its gate, never a provisional one."""
+    decision = repository.get_decision(session, decision_id)
+    if decision is None:
+        raise FieldInvalid(loc, f"gate decision {decision_id} not found")
+    if decision.provisional:
+        raise FieldInvalid(
+            loc,
+            f"gate decision {decision_id} is provisional (its gate is incomplete); "
+            "nothing may be adopted from it",
+        )
 
 
 def get_decision(*, session: Session, decision_id: int) -> DecisionPublic:
