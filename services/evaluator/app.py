@@ -1,4 +1,5 @@
-"""The evaluator service: gate and evaluation jobs over HTTP (POST -> 202 + job id, GET polls).
+"""The evaluator service: gate, Gate A and evaluation jobs over HTTP (POST -> 202 + job id,
+GET polls).
 
     intraskill gate serve --port 8100       # reads EVALUATOR_* settings
 
@@ -23,11 +24,18 @@ from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
 from services.evaluator.schemas import (
     EvalJobCreate,
+    GateAJobCreate,
     GateJobCreate,
     JobPublic,
     RefitCreate,
 )
-from services.evaluator.service import gate_job, plan_gate_job, registry_error_status
+from services.evaluator.service import (
+    GATE_JOB_KINDS,
+    gate_job,
+    plan_gate_a_job,
+    plan_gate_job,
+    registry_error_status,
+)
 from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
 
@@ -115,21 +123,20 @@ def create_app(
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/v1/gate-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
-    def create_gate_job(body: GateJobCreate, store: Jobs, response: Response) -> JobPublic:
+    def submit_gate(kind: str, body, planner, store: JobStore, response: Response) -> JobPublic:
         """Plan a gate now (registry reads, rank check), run its rollouts as a job."""
         if body.bare_from_job is not None:
             earlier = store.get(body.bare_from_job)
-            if earlier is None or earlier.kind != "gate":
+            if earlier is None or earlier.kind not in GATE_JOB_KINDS:
                 raise _unprocessable(["bare_from_job"], f"no gate job {body.bare_from_job!r}")
         task_ids = select_tasks(settings.split, body.task_ids, body.n_tasks)
         client = clients()
         try:
-            planned = plan_gate_job(body, client, settings, task_ids)
+            planned = planner(body, client, settings, task_ids)
         except RegistryError as error:
             raise HTTPException(registry_error_status(error), detail=str(error)) from None
         except DesignError as error:
-            raise _unprocessable(["task_ids"], str(error)) from None
+            raise _unprocessable([error.field or "task_ids"], str(error)) from None
         finally:
             client.close()
         work = gate_job(
@@ -138,9 +145,19 @@ def create_app(
             runner_factory=runners,
             jobs_root=settings.jobs_dir,
         )
-        job = store.submit("gate", body.model_dump(mode="json"), work)
-        response.headers["Location"] = f"/v1/gate-jobs/{job.id}"
+        job = store.submit(kind, body.model_dump(mode="json"), work)
+        response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"
         return job_public(job)
+
+    @app.post("/v1/gate-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    def create_gate_job(body: GateJobCreate, store: Jobs, response: Response) -> JobPublic:
+        """An interval gate: base bank + the round's candidates; S_{t+1}, `current` moves."""
+        return submit_gate("gate", body, plan_gate_job, store, response)
+
+    @app.post("/v1/gate-a-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    def create_gate_a_job(body: GateAJobCreate, store: Jobs, response: Response) -> JobPublic:
+        """Gate A (cold start): draft chunk versions; S_0, `current` moves (or is created)."""
+        return submit_gate("gate-a", body, plan_gate_a_job, store, response)
 
     @app.post("/v1/eval-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
     def create_eval_job(body: EvalJobCreate, store: Jobs, response: Response) -> JobPublic:
@@ -172,19 +189,32 @@ def create_app(
     def read_gate_job(job_id: str, store: Jobs) -> JobPublic:
         return get_job(store, "gate", job_id)
 
+    @app.get("/v1/gate-a-jobs/{job_id}", response_model=JobPublic)
+    def read_gate_a_job(job_id: str, store: Jobs) -> JobPublic:
+        return get_job(store, "gate-a", job_id)
+
     @app.get("/v1/eval-jobs/{job_id}", response_model=JobPublic)
     def read_eval_job(job_id: str, store: Jobs) -> JobPublic:
         return get_job(store, "eval", job_id)
+
+    def list_jobs(store: JobStore, kind: str, status_filter: str | None) -> list[JobPublic]:
+        return [
+            job_public(job)
+            for job in store.list(kind)
+            if status_filter is None or job.status == status_filter
+        ]
 
     @app.get("/v1/gate-jobs", response_model=list[JobPublic])
     def list_gate_jobs(
         store: Jobs, status_filter: Annotated[str | None, Query(alias="status")] = None
     ) -> list[JobPublic]:
-        return [
-            job_public(job)
-            for job in store.list("gate")
-            if status_filter is None or job.status == status_filter
-        ]
+        return list_jobs(store, "gate", status_filter)
+
+    @app.get("/v1/gate-a-jobs", response_model=list[JobPublic])
+    def list_gate_a_jobs(
+        store: Jobs, status_filter: Annotated[str | None, Query(alias="status")] = None
+    ) -> list[JobPublic]:
+        return list_jobs(store, "gate-a", status_filter)
 
     @app.post("/v1/refits")
     def refit(body: RefitCreate) -> dict[str, Any]:

@@ -1,4 +1,11 @@
-"""`intraskill gate ...`: refit a stored or exported gate, run a gate, serve the gate service."""
+"""`intraskill gate ...`: refit a stored or exported gate, run Gate A, serve the gate service.
+
+    intraskill gate refit 17 --json                                 # a stored gate run
+    intraskill gate cold-start --checkpoint ckpt-base --draft 3 --draft 4 ...  # Gate A -> S_0
+    intraskill gate serve --port 8100                               # gate and Gate A jobs
+
+Settings come from EVALUATOR_* variables (`services/evaluator/settings.py`).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from services.evaluator.decision import GateDecision, decide
-from services.evaluator.design import DesignError
+from services.evaluator.design import K_INIT, DesignError
 from services.evaluator.fit import SOLVERS, FitError
 from services.evaluator.gate_folder import GateFolderError, read_gate_folder
 
 app = typer.Typer(
     name="gate",
-    help="Paired randomized validation gates: refit, run, serve.",
+    help="Paired randomized validation gates: refit, cold-start (Gate A), serve.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -27,7 +34,7 @@ app = typer.Typer(
 
 @app.callback()
 def _group() -> None:
-    """Paired randomized validation gates: refit, run, serve."""
+    """Paired randomized validation gates: refit, cold-start (Gate A), serve."""
 
 
 @app.command()
@@ -40,19 +47,24 @@ def refit(
         bool, typer.Option(help="add HC3 errors and 95% intervals to the JSON")
     ] = False,
     solver: Annotated[
-        str,
-        typer.Option(help="statsmodels, or reference (bit-identical to the reference run)"),
-    ] = "statsmodels",
-    budget: Annotated[int | None, typer.Option(help="override the budget K")] = None,
+        str | None,
+        typer.Option(
+            help="statsmodels, or reference (bit-identical to the reference run); default: the "
+            "stored gate's solver, statsmodels for a folder"
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None, typer.Option(help="override the budget K (default: the gate's own)")
+    ] = None,
 ) -> None:
     """Re-fit and re-select a gate from its raw per-task observations."""
-    if solver not in SOLVERS:
+    if solver is not None and solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
     path = Path(source)
     try:
         if path.is_dir():
             data = read_gate_folder(path)
-            design, observations = data.design, data.observations
+            design, observations, gate_solver = data.design, data.observations, "statsmodels"
         else:
             try:
                 from services.evaluator.records import load_gate_run
@@ -60,19 +72,21 @@ def refit(
                 raise LookupError(
                     f"{source} is not a folder, and gate run ids need the registry client ({error})"
                 ) from None
-            design, observations, stored_solver = load_gate_run(source)
-            solver = stored_solver if solver == "statsmodels" else solver
-        decision = decide(design, observations, budget=budget, solver=solver)  # type: ignore[arg-type]
+            design, observations, gate_solver = load_gate_run(source)
+        decision = decide(design, observations, budget=budget, solver=solver or gate_solver)  # type: ignore[arg-type]
     except (GateFolderError, DesignError, FitError, LookupError) as error:
         print(f"intraskill gate refit: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(decision.as_json(intervals=intervals), indent=1, ensure_ascii=False))
     else:
-        console = Console()
-        if not console.is_terminal:  # piped or captured: do not squeeze ids into 80 columns
-            console = Console(width=200)
-        console.print(decision_table(decision, title=f"gate {source}"))
+        _console().print(decision_table(decision, title=f"gate {source}"))
+
+
+def _console() -> Console:
+    console = Console()
+    # piped or captured: do not squeeze ids into 80 columns
+    return console if console.is_terminal else Console(width=200)
 
 
 def decision_table(decision: GateDecision, *, title: str = "gate decision") -> Table:
@@ -120,6 +134,93 @@ def decision_table(decision: GateDecision, *, title: str = "gate decision") -> T
             style=styles.get(row.status),
         )
     return table
+
+
+@app.command("cold-start")
+def cold_start(
+    checkpoint: Annotated[str, typer.Option(help="checkpoint id of the base model (registry)")],
+    draft: Annotated[
+        list[int],
+        typer.Option(help="a cold-start chunk version id; repeat in draft order (S_0's order)"),
+    ],
+    alias: Annotated[str, typer.Option(help="the alias S_0 becomes (created if absent)")] = (
+        "current"
+    ),
+    n_tasks: Annotated[int | None, typer.Option(min=1, help="first n validation tasks")] = None,
+    budget: Annotated[int, typer.Option(min=1, max=64, help="K_init")] = K_INIT,
+    mask_seed: Annotated[int | None, typer.Option(min=0)] = None,
+    max_retries: Annotated[int | None, typer.Option(min=0, max=10)] = None,
+    solver: Annotated[str, typer.Option(help="statsmodels or reference")] = "statsmodels",
+    move_alias: Annotated[bool, typer.Option(help="adopt S_0 when the gate is complete")] = True,
+    out: Annotated[Path, typer.Option(help="job folder: records.jsonl, gate.json")] = Path(
+        "runs/evaluator/gate-a-local"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
+    """Gate A in this process: bare + masked rollouts over the drafts, fit, S_0, `current`."""
+    from services.evaluator.app import TaskSelectionError, select_tasks_from
+    from services.evaluator.jobs import LocalContext
+    from services.evaluator.runtime import agent_runner_factory, make_env
+    from services.evaluator.schemas import GateAJobCreate
+    from services.evaluator.service import gate_job, plan_gate_a_job
+    from services.evaluator.settings import EvaluatorSettings
+    from shared.registry_api.client import RegistryError
+
+    if solver not in SOLVERS:
+        raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
+    settings = EvaluatorSettings()
+    try:
+        body = GateAJobCreate(
+            checkpoint_id=checkpoint,
+            draft_version_ids=draft,
+            alias=alias,
+            n_tasks=n_tasks,
+            budget=budget,
+            mask_seed=mask_seed,
+            max_retries=max_retries,
+            solver=solver,  # type: ignore[arg-type]
+            move_alias=move_alias,
+        )
+        tasks = select_tasks_from(
+            make_env(settings).task_ids(settings.split), None, n_tasks, split=settings.split
+        )
+        client = settings.registry_client()
+        try:
+            planned = plan_gate_a_job(body, client, settings, tasks)
+        finally:
+            client.close()
+    except (ValueError, LookupError, RegistryError, TaskSelectionError) as error:
+        print(f"intraskill gate cold-start: {error}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    work = gate_job(
+        planned,
+        client_factory=settings.registry_client,
+        runner_factory=agent_runner_factory(settings),
+        jobs_root=out.parent,
+    )
+    result = work(LocalContext(out))
+    if as_json:
+        print(json.dumps(result, indent=1, ensure_ascii=False))
+    else:
+        recorded = result["registry"]
+        console = _console()
+        console.print(
+            f"Gate A {result['status']}: {result.get('paired', 0)} paired tasks, gate run "
+            f"{recorded['gate_run_id']}, decision {recorded['decision_id']}"
+            f"{' (provisional)' if recorded['provisional'] else ''}, S_0 bank "
+            f"{recorded['bank_id']}, {alias} moved: {recorded['alias_moved']}"
+            f"{'' if not recorded['alias_note'] else ' (' + recorded['alias_note'] + ')'}"
+        )
+        decision = result.get("decision")
+        if decision is not None:
+            for vid, status in decision["status"].items():
+                rho = decision["next_rho"].get(vid)
+                console.print(
+                    f"  {vid:<40} beta {decision['coefficients'][vid]:+.4f}  {status:<15}"
+                    f"{'' if rho is None else f' rho {rho:.3f}'}"
+                )
+    if result["status"] != "complete":
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 RHO_MIN = 0.2
 RHO_MAX = 0.9
+Q_SKILL_FREE = 0.2  # probability that a training group gets no skill block (S_0 starts with it)
 
 
 def next_rho(

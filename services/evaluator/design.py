@@ -25,7 +25,8 @@ import numpy as np
 from shared.hashing import hash_key
 
 DEFAULT_MASK_SEED = 20260901
-DEFAULT_BUDGET = 10
+DEFAULT_BUDGET = 10  # K of an interval gate
+K_INIT = 10  # K of Gate A (the method's K_init; its design range is 8-12)
 DEFAULT_SPLIT = "val"
 
 VersionKind = Literal["current", "add", "rewrite", "draft"]
@@ -35,11 +36,21 @@ RANK_DEFICIENT_MESSAGE = "rank deficient: change the mask seed or add tasks"
 
 
 class DesignError(ValueError):
-    """The gate cannot be designed as asked (bad slot layout, unknown rewrite target, ...)."""
+    """The gate cannot be designed as asked (bad slot layout, unknown rewrite target, ...).
+
+    `field` names the request field at fault, when there is one (a service answers 422 with it).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class RankDeficientError(DesignError):
     """The inclusion matrix does not identify every coefficient."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="task_ids")
 
 
 @dataclass(frozen=True)

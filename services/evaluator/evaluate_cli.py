@@ -113,6 +113,7 @@ def run(
     """Run the four conditions on the test split in this process, then report."""
     from services.evaluator.app import select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
+    from services.evaluator.jobs import LocalContext
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.schemas import EvalJobCreate
     from services.evaluator.settings import EvaluatorSettings
@@ -143,21 +144,9 @@ def run(
         runner_factory=agent_runner_factory(settings),
         client_factory=settings.registry_client,
     )
-    result = work(_LocalContext(out))
+    result = work(LocalContext(out))
     print_report(result)
     _console().print(f"wrote {out}/evaluation.json, evaluation.png, records.jsonl")
-
-
-class _LocalContext:
-    """A job context for a run in this process: its folder, progress on the console."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._console = _console()
-
-    def progress(self, stage: str, done: int, total: int) -> None:
-        if done == total or done % 50 == 0:
-            self._console.print(f"{stage}: {done}/{total}")
 
 
 def main(argv: list[str]) -> int:

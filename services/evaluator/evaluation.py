@@ -35,6 +35,15 @@ from shared.hashing import hash_key
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 20260901
 PAPER_CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
+# What every condition shares; checkpoint and model differ between base and trained by design.
+IDENTITY_SHARED_ACROSS_CONDITIONS = (
+    "decoding",
+    "prompt_version",
+    "prompt_fingerprint",
+    "env_version",
+    "action_protocol",
+    "split",
+)
 PAPER_COMPARISONS: tuple[tuple[str, str], ...] = (
     ("trained/bare", "base/bare"),
     ("base/S0", "base/bare"),
@@ -131,7 +140,7 @@ class TaskTable:
 def check_evaluation_identity(
     records: Sequence[RolloutRecord], conditions: Sequence[Condition]
 ) -> None:
-    """All conditions share decoding, prompt layout, environment and split; each its checkpoint.
+    """All conditions share decoding, prompt layout, environment, protocol and split.
 
     Gate B's rule: the conditions may differ only in the skill block and, by design, the
     checkpoint; anything else differing aborts the comparison, naming the field.
@@ -149,7 +158,7 @@ def check_evaluation_identity(
         if first is None:
             first = record
             continue
-        for name in ("decoding", "prompt_version", "prompt_fingerprint", "env_version", "split"):
+        for name in IDENTITY_SHARED_ACROSS_CONDITIONS:
             left, right = getattr(first.identity, name), getattr(record.identity, name)
             if left != right:
                 raise IdentityMismatch(name, left, right, what)

@@ -8,6 +8,7 @@ stopped are reported as failed ("interrupted") on the next start, never silently
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import traceback
 import uuid
@@ -51,6 +52,19 @@ class JobContext:
 
     def progress(self, stage: str, done: int, total: int) -> None:
         self._store.update(self.job.id, progress={"stage": stage, "done": done, "total": total})
+
+
+class LocalContext:
+    """A job context for work run in this process (the CLI): a folder, progress on stderr."""
+
+    def __init__(self, folder: Path, *, every: int = 50) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.every = every
+
+    def progress(self, stage: str, done: int, total: int) -> None:
+        if done == total or done % self.every == 0:
+            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
 
 
 Work = Callable[[JobContext], dict[str, Any]]

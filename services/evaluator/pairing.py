@@ -24,10 +24,12 @@ RecordStatus = Literal["completed", "failed"]
 # The fields two rollouts must share to be paired (task and sample are the pairing key itself).
 IDENTITY_FIELDS = (
     "checkpoint_id",
+    "model",
     "decoding",
     "prompt_version",
     "prompt_fingerprint",
     "env_version",
+    "action_protocol",
     "split",
 )
 
@@ -53,10 +55,12 @@ class RolloutIdentity:
     """What must be identical between the bare and the masked rollouts of a gate."""
 
     checkpoint_id: str
+    model: str  # the backend's model id
     decoding: str  # fingerprint of the decoding settings
     prompt_version: str
     prompt_fingerprint: str  # the prompt layout outside the skill block
     env_version: str
+    action_protocol: str  # the version of the action protocol the prompt describes
     split: str
 
     def as_dict(self) -> dict[str, str]:
@@ -78,6 +82,17 @@ def check_identity(expected: RolloutIdentity, actual: RolloutIdentity, *, contex
         left, right = getattr(expected, name), getattr(actual, name)
         if left != right:
             raise IdentityMismatch(name, left, right, context)
+
+
+def bare_plan_fingerprint(identity: RolloutIdentity, task_ids: Sequence[str], sample: int) -> str:
+    """What a gate's bare rollouts must be: the shared identity, the sample and the tasks.
+
+    Two gates with the same fingerprint can pair with the same bare runs; a changed checkpoint,
+    decoding, prompt, environment, protocol, split, sample or task set changes it.
+    """
+    return content_hash(
+        {"identity": identity.as_dict(), "sample": sample, "task_ids": list(task_ids)}
+    )
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,19 @@ class RolloutRecord:
         values["inclusion"] = None if inclusion is None else tuple(int(v) for v in inclusion)
         values["components"] = {k: float(v) for k, v in values["components"].items()}
         return cls(**values)
+
+
+def records_fingerprint(records: Iterable[RolloutRecord]) -> str:
+    """sha256 of the completed records (task, sample, arm, identity, components), order-free."""
+    rows = sorted(
+        (
+            [r.task_id, r.sample, r.arm, r.identity.as_dict(), dict(r.components)]
+            for r in records
+            if r.status == "completed"
+        ),
+        key=lambda row: (row[0], row[1], row[2]),
+    )
+    return content_hash(rows)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class AgentRolloutRunner:
 
     def __init__(self, env, backend, config, *, split: str, seed: int = EPISODE_SEED) -> None:
         from shared.agent.prompts import get_layout
+        from shared.agent.protocols import make_protocol
         from shared.agent.runner import RolloutConfig
 
         self.env, self.backend = env, backend
@@ -65,10 +66,12 @@ class AgentRolloutRunner:
         layout = get_layout(self.config.prompt_version)
         self.identity = RolloutIdentity(
             checkpoint_id=backend.checkpoint_id,
+            model=backend.model_id,
             decoding=decoding_fingerprint(self.config.decoding.to_dict()),
             prompt_version=layout.version,
             prompt_fingerprint=layout.fingerprint(),
             env_version=env.version,
+            action_protocol=make_protocol(layout.protocol, layout.language).version,
             split=split,
         )
 
@@ -116,10 +119,12 @@ class AgentRolloutRunner:
         provenance = trajectory.provenance
         identity = RolloutIdentity(
             checkpoint_id=provenance.checkpoint_id,
+            model=provenance.model_id,
             decoding=decoding_fingerprint(provenance.decoding),
             prompt_version=provenance.prompt_version,
             prompt_fingerprint=provenance.prompt_fingerprint,
             env_version=provenance.env_version,
+            action_protocol=provenance.action_protocol,
             split=self.split,
         )
         counts = trajectory.token_counts

@@ -6,33 +6,50 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
 
 Slug = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
-class GateJobCreate(BaseModel):
-    """Run an interval gate on a frozen checkpoint: base bank (alias) + the round's candidates."""
+class _GateJob(BaseModel):
+    """What every gate job takes: the checkpoint, the tasks, the design knobs, adoption."""
 
     model_config = ConfigDict(extra="forbid")
 
-    round: int = Field(ge=0, le=10_000)
     checkpoint_id: str = Slug
     alias: str = Field("current", min_length=1, max_length=64)
-    base_bank_id: int | None = Field(None, ge=1, description="default: the alias's bank")
-    candidate_ids: list[int] | None = Field(
-        None, max_length=64, description="default: the round's proposed candidates"
-    )
     task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
     n_tasks: int | None = Field(None, ge=1, le=100_000, description="first n tasks of the split")
     mask_seed: int | None = Field(None, ge=0, le=2**62)
-    budget: int | None = Field(None, ge=1, le=64)
     max_retries: int | None = Field(None, ge=0, le=10)
     solver: Solver = "statsmodels"
     move_alias: bool = True
     bare_from_job: str | None = Field(
-        None, max_length=80, description="reuse the bare rollouts of an earlier job"
+        None, max_length=80, description="reuse the bare rollouts of an earlier gate job"
     )
+
+
+class GateJobCreate(_GateJob):
+    """Run an interval gate on a frozen checkpoint: base bank (alias) + the round's candidates."""
+
+    round: int = Field(ge=0, le=10_000)
+    base_bank_id: int | None = Field(None, ge=1, description="default: the alias's bank")
+    candidate_ids: list[int] | None = Field(
+        None, max_length=64, description="default: the round's proposed candidates"
+    )
+    budget: int | None = Field(None, ge=1, le=64, description="K; default: the settings' K")
+
+
+class GateAJobCreate(_GateJob):
+    """Run Gate A (cold start) on the base checkpoint over cold-start draft chunk versions:
+    Bernoulli(1/2) masks, positive top K_init, S_0 with rho from the Gate A coefficients."""
+
+    draft_version_ids: list[int] = Field(
+        min_length=1, max_length=64, description="cold-start chunk versions, in draft order"
+    )
+    round: int = Field(0, ge=0, le=10_000)
+    budget: int = Field(K_INIT, ge=1, le=64, description="K_init")
 
 
 class ConditionIn(BaseModel):

@@ -1,7 +1,9 @@
-"""What the evaluator's jobs do: a gate job and an evaluation job, each one plain function.
+"""What the evaluator's gate jobs do: one plain function for interval gates and Gate A alike.
 
-The HTTP layer (`app.py`) validates a request, plans synchronously what is cheap to check (the
-registry's bank and candidates, the design's rank), then hands the rest to a job.
+The HTTP layer (`app.py`) and the CLI validate a request, plan synchronously what is cheap to
+check (the registry's bank, candidates or drafts, the design's rank), then hand the rest to
+`gate_job`: load the policy, check identities, open the registry gate run, run the paired
+rollouts (`run_gate`), record the outcome (`record_gate`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,23 @@ from services.evaluator.pairing import (
     RolloutRecord,
     check_identity,
 )
-from services.evaluator.records import RegistryGate, open_gate_run, plan_gate, record_gate
+from services.evaluator.records import (
+    FRESH_BARE,
+    RegistryGate,
+    bare_baseline,
+    open_gate_run,
+    plan_gate,
+    plan_gate_a,
+    record_gate,
+)
 from services.evaluator.runtime import RunnerFactory
-from services.evaluator.schemas import GateJobCreate
+from services.evaluator.schemas import GateAJobCreate, GateJobCreate
 from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import GateStatus
 
 RECORDS_FILE = "records.jsonl"
+GATE_JOB_KINDS = ("gate", "gate-a")  # job kinds whose bare rollouts a later gate may reuse
 
 
 class RecordLog:
@@ -61,7 +72,7 @@ def read_records(path: Path) -> list[RolloutRecord]:
 
 @dataclass
 class PlannedGate:
-    request: GateJobCreate
+    request: GateJobCreate | GateAJobCreate
     gate: RegistryGate
 
 
@@ -89,6 +100,28 @@ def plan_gate_job(
     return PlannedGate(request, gate)
 
 
+def plan_gate_a_job(
+    request: GateAJobCreate,
+    client: RegistryClient,
+    settings: EvaluatorSettings,
+    task_ids: Sequence[str],
+) -> PlannedGate:
+    """Gate A: the drafts from the registry and the pre-rollout design checks."""
+    gate = plan_gate_a(
+        client,
+        task_ids=task_ids,
+        draft_version_ids=request.draft_version_ids,
+        alias=request.alias,
+        mask_seed=settings.mask_seed if request.mask_seed is None else request.mask_seed,
+        split=settings.split,
+        budget=request.budget,
+        max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
+        solver=request.solver,
+    )
+    gate.plan.check()
+    return PlannedGate(request, gate)
+
+
 def check_runner_identity(
     identity: RolloutIdentity, *, checkpoint_id: str, bare: Sequence[RolloutRecord]
 ) -> None:
@@ -108,7 +141,7 @@ def gate_job(
     runner_factory: RunnerFactory,
     jobs_root: Path,
 ) -> Callable[[JobContext], dict[str, Any]]:
-    """The work of one gate job (runs on a job thread)."""
+    """The work of one gate job, interval gate or Gate A (runs on a job thread)."""
     request, gate = planned.request, planned.gate
 
     def work(context: JobContext) -> dict[str, Any]:
@@ -126,7 +159,11 @@ def gate_job(
             check_runner_identity(
                 runner.identity, checkpoint_id=request.checkpoint_id, bare=bare or []
             )
-            run = open_gate_run(client, gate, round=request.round, identity=runner.identity)
+            source = FRESH_BARE if bare is None else f"job:{request.bare_from_job}"
+            baseline = bare_baseline(gate.plan, runner.identity, bare, source=source)
+            run = open_gate_run(
+                client, gate, round=request.round, identity=runner.identity, baseline=baseline
+            )
             try:
                 outcome = run_gate(
                     gate.plan,

@@ -45,7 +45,16 @@ EFFECTS = {"s0-a@1": 0.03, "s0-b@1": 0.0, "st-a@1": 0.04}
 
 
 def identity(checkpoint):
-    return RolloutIdentity(checkpoint, "dec", "layout", "fp", "shopsim-test", "test")
+    return RolloutIdentity(
+        checkpoint_id=checkpoint,
+        model=f"model-{checkpoint}",
+        decoding="dec",
+        prompt_version="layout",
+        prompt_fingerprint="fp",
+        env_version="shopsim-test",
+        action_protocol="tools-v3",
+        split="test",
+    )
 
 
 def runner_for(checkpoint, **kwargs):

@@ -18,7 +18,16 @@ from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 
 DESIGN = online_design(["c1", "c2", "c3"], adds=["a1"], rewrites={"c1": ["c1-new"]})
 TASKS = tuple(f"task-{i:06d}" for i in range(60))
-IDENTITY = RolloutIdentity("ckpt-7", "dec-abc", "layout-v1", "fp-1", "shopsim-v1", "val")
+IDENTITY = RolloutIdentity(
+    checkpoint_id="ckpt-7",
+    model="qwen-test",
+    decoding="dec-abc",
+    prompt_version="layout-v1",
+    prompt_fingerprint="fp-1",
+    env_version="shopsim-v1",
+    action_protocol="tools-v3",
+    split="val",
+)
 EFFECTS = {"c1": 0.05, "c1-new": 0.1, "c2": 0.0, "c3": -0.05, "a1": 0.1}
 POLICY = SimulatedPolicy(EFFECTS, uniform_base_rate(0.3, 0.6), seed=4)
 
@@ -70,8 +79,10 @@ def test_failed_attempts_are_retried_then_listed_as_unpaired():
 
 
 @pytest.mark.parametrize(
-    "field", ["checkpoint_id", "decoding", "prompt_fingerprint", "env_version", "split"]
-)
+    "field",
+    ["checkpoint_id", "model", "decoding", "prompt_fingerprint", "env_version", "action_protocol",
+     "split"],
+)  # fmt: skip
 def test_a_masked_run_under_another_identity_is_refused_naming_the_field(field):
     other = dataclasses.replace(IDENTITY, **{field: "something-else"})
     double = runner(identity_for=lambda r: other if r.arm == "masked" else IDENTITY)

@@ -1,39 +1,23 @@
 """The gate service end to end: HTTP jobs, simulated rollouts (test double), a live registry."""
 
+import functools
 import itertools
-import time
 import uuid
 
 import pytest
 from fastapi.testclient import TestClient
+from gate_service_support import client, content, simulated_identity, wait
+from gate_service_support import make_app as make_service_app
 from registry_server import TOKENS
 
 from services.evaluator import cli
-from services.evaluator.app import create_app
-from services.evaluator.pairing import RolloutIdentity
-from services.evaluator.rollouts import SimulatedRolloutRunner
-from services.evaluator.settings import EvaluatorSettings
-from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
-from shared.chunks import ChunkContent
-from shared.registry_api.client import RegistryClient
+from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
+from services.evaluator.service import RECORDS_FILE, read_records
 from shared.registry_api.schemas import CardOutcome, DeployableAbstraction, GateStatus
 
-TASKS = [f"task-{i:06d}" for i in range(240)]
+TASKS = [f"task-{i:06d}" for i in range(480)]
 ROUNDS = itertools.count(100)
-
-
-def content(tag: str) -> ChunkContent:
-    return ChunkContent(
-        title=f"Check the size first ({tag})",
-        applies_when="the task names a size",
-        procedure=["open the item", f"select the size ({tag})"],
-        verify="the size is selected",
-        avoid="buying before choosing a size",
-    )
-
-
-def client(url, role="evaluator") -> RegistryClient:
-    return RegistryClient(url, TOKENS[role])
+make_app = functools.partial(make_service_app, tasks=TASKS)
 
 
 @pytest.fixture
@@ -93,42 +77,13 @@ def world(registry_url):
 
 
 def effects(ids):
-    # effects far from 0 (SE ~0.06 at 240 tasks): the decision below is certain, not a coin flip,
-    # whatever slugs (and so masks) a run draws
+    # effects far from 0 (HC3 SE ~0.05-0.065 at 480 tasks): the decision below holds whatever
+    # slugs (and so masks) a run draws (0 misses in 400 draws). At 240 tasks (SE ~0.085, and
+    # clipping at 1 shrinks c2's additive effect) c2 came out non-positive in ~1% of draws.
     return {
         ids["c1"]: -0.1, ids["c1_new"]: 0.25, ids["c2"]: 0.2, ids["c3"]: -0.25,
         ids["c4"]: -0.2, ids["n1"]: 0.3,
     }  # fmt: skip
-
-
-def make_app(registry_url, tmp_path, *, fail=None, checkpoint_override=None, on_runner=None):
-    settings = EvaluatorSettings(
-        registry_url=registry_url, registry_token=TOKENS["evaluator"], jobs_dir=tmp_path / "jobs"
-    )
-    state = {}
-
-    def runner_factory(checkpoint_id, uri, split):
-        state["uri"] = uri
-        if on_runner is not None:
-            on_runner()
-        identity = RolloutIdentity(
-            checkpoint_override or checkpoint_id, "dec", "layout", "fp", "shopsim-test", split
-        )
-        policy = SimulatedPolicy(state["effects"], uniform_base_rate(0.25, 0.35), seed=1)
-        return SimulatedRolloutRunner(policy, identity, fail=fail)
-
-    app = create_app(settings, runner_factory=runner_factory, task_source=lambda split: TASKS)
-    return app, state, settings
-
-
-def wait(http: TestClient, location: str, timeout: float = 90) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = http.get(location).json()
-        if job["status"] in ("succeeded", "failed"):
-            return job
-        assert time.monotonic() < deadline, job
-        time.sleep(0.1)
 
 
 def test_complete_gate_records_everything_and_moves_the_alias(
@@ -165,7 +120,21 @@ def test_complete_gate_records_everything_and_moves_the_alias(
         run = registry.get_gate_run(recorded["gate_run_id"])
         assert run.status == GateStatus.complete and run.n_observations == len(TASKS)
         assert run.mask_seed == 20260901 and run.checkpoint_id == world["checkpoint"]
+        # the gate's design and identity are typed fields of the run, not a note
+        assert (run.kind, run.split, run.sample_id) == ("online", "val", 0)
+        assert (run.budget, run.solver, run.n_tasks) == (10, "statsmodels", len(TASKS))
+        assert run.base_bank_id == world["bank"].id and run.note is None
+        assert run.identity.model_dump() == {
+            "model": "simulated-policy", "decoding": "dec", "prompt_version": "layout",
+            "prompt_fingerprint": "fp", "env_version": "shopsim-test",
+            "action_protocol": "tools-v3",
+        }  # fmt: skip
+        assert run.bare_baseline.source == "fresh" and run.bare_baseline.records_sha256 is None
+        assert run.bare_baseline.plan_sha256 == bare_plan_fingerprint(
+            simulated_identity(world["checkpoint"], "val"), TASKS, 0
+        )
         stored = registry.get_gate_decision(run.id)
+        assert stored.provisional is False
         rows = {f"{row.slug}@{row.version}": row for row in stored.rows}
         assert rows[ids["n1"]].coefficients["r_strict"] == pytest.approx(
             decision["coefficients"][ids["n1"]], abs=1e-12
@@ -205,7 +174,7 @@ def test_complete_gate_records_everything_and_moves_the_alias(
     assert json.loads(capsys.readouterr().out)["selected"] == decision["selected"]
 
 
-def test_incomplete_gate_lists_unpaired_tasks_and_adopts_nothing(registry_url, world, tmp_path):
+def test_incomplete_gate_stores_a_provisional_fit_and_adopts_nothing(registry_url, world, tmp_path):
     broken = {TASKS[3], TASKS[7]}
     app, state, _ = make_app(
         registry_url, tmp_path, fail=lambda r: r.task_id in broken and r.arm == "bare"
@@ -226,11 +195,25 @@ def test_incomplete_gate_lists_unpaired_tasks_and_adopts_nothing(registry_url, w
     assert job["status"] == "succeeded" and result["status"] == "incomplete"
     assert sorted(u["task_id"] for u in result["unpaired"]) == sorted(broken)
     assert result["failed_attempts"] == 4  # two tasks, first try and one retry each
+    recorded = result["registry"]
+    assert recorded["provisional"] is True and recorded["bank_id"] is None
     registry = client(registry_url)
-    run = registry.get_gate_run(result["registry"]["gate_run_id"])
-    assert run.status == GateStatus.incomplete and run.decision_id is None
-    assert TASKS[3] in run.note and run.n_observations == len(TASKS) - 2
+    run = registry.get_gate_run(recorded["gate_run_id"])
+    assert run.status == GateStatus.incomplete and run.decision_id == recorded["decision_id"]
+    assert run.n_observations == len(TASKS) - 2 and run.n_tasks == len(TASKS)
+    # the provisional fit is in the registry, not only in the job folder
+    stored = registry.get_gate_decision(run.id)
+    assert stored.provisional is True and stored.n_observations == len(TASKS) - 2
+    assert TASKS[3] in stored.note and TASKS[7] in stored.note
+    rows = {f"{row.slug}@{row.version}": row for row in stored.rows}
+    ids = world["ids"]
+    assert rows[ids["n1"]].coefficients["r_strict"] == pytest.approx(
+        result["decision"]["coefficients"][ids["n1"]], abs=1e-12
+    )
+    assert {vid: row.status for vid, row in rows.items()} == result["decision"]["status"]
     assert registry.get_alias(world["alias"]).bank_id == world["bank"].id  # not moved
+    assert registry.list_banks(parent_bank_id=world["bank"].id).total == 0  # no S_{t+1}
+    assert registry.get_candidate(world["add"].id).status == "proposed"  # not settled
     registry.close()
 
 
@@ -287,18 +270,40 @@ def test_a_backend_serving_another_checkpoint_is_refused_before_any_gate_run(
     registry.close()
 
 
-def test_bare_rollouts_of_an_earlier_job_are_reused(registry_url, world, tmp_path):
+def test_bare_reuse_and_a_gates_own_k_and_solver_are_recorded_and_refit(
+    registry_url, world, tmp_path
+):
     app, state, _ = make_app(registry_url, tmp_path)
     state["effects"] = effects(world["ids"])
     body = {"round": world["round"], "checkpoint_id": world["checkpoint"], "alias": world["alias"],
-            "move_alias": False}  # fmt: skip
+            "move_alias": False, "budget": 1, "solver": "reference"}  # fmt: skip
     with TestClient(app) as http:
         first = wait(http, http.post("/v1/gate-jobs", json=body).headers["location"])
         second = http.post("/v1/gate-jobs", json={**body, "bare_from_job": first["id"]})
         job = wait(http, second.headers["location"])
-    assert job["status"] == "succeeded" and job["result"]["status"] == "complete"
-    assert job["result"]["rollouts"] == 2 * len(TASKS)  # the reused bare ones count too
-    assert job["result"]["registry"]["alias_note"] == "alias not moved (move_alias off)"
+        assert job["status"] == "succeeded" and job["result"]["status"] == "complete"
+        assert job["result"]["rollouts"] == 2 * len(TASKS)  # the reused bare ones count too
+        assert job["result"]["registry"]["alias_note"] == "alias not moved (move_alias off)"
+        decision = first["result"]["decision"]
+        assert len(decision["selected"]) == 1  # K = 1
+        # a refit of the stored run uses its own K and solver: the same decision, bit for bit
+        run_id = first["result"]["registry"]["gate_run_id"]
+        refit = http.post("/v1/refits", json={"gate_run_id": run_id}).json()
+        assert refit["selected"] == decision["selected"]
+        assert refit["coefficients"] == decision["coefficients"]
+        wider = http.post("/v1/refits", json={"gate_run_id": run_id, "budget": 10}).json()
+        assert len(wider["selected"]) == 3
+    registry = client(registry_url)
+    stored = registry.get_gate_run(run_id)
+    assert (stored.budget, stored.solver) == (1, "reference")
+    reusing = registry.get_gate_run(job["result"]["registry"]["gate_run_id"])
+    bare = [r for r in read_records(tmp_path / "jobs" / first["id"] / RECORDS_FILE)
+            if r.arm == "bare"]  # fmt: skip
+    assert reusing.bare_baseline.source == f"job:{first['id']}"
+    assert reusing.bare_baseline.records_sha256 == records_fingerprint(bare)
+    # same identity and tasks: both gates name the same bare plan
+    assert reusing.bare_baseline.plan_sha256 == stored.bare_baseline.plan_sha256
+    registry.close()
 
 
 def test_bad_requests_are_4xx_naming_the_field(registry_url, world, tmp_path):
