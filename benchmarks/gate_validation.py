@@ -49,7 +49,8 @@ from services.evaluator.simulation import (
 )
 
 EFFECT_SIZES = (0.02, 0.05, 0.10)
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "reference-gates"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_REFERENCE = REPO / "tests" / "fixtures" / "reference" / "reference-gates"
 # True effects on P(strict success), in column order of `reference_shaped_design()`.
 TRUE_EFFECTS = (
     0.10, 0.05, 0.10, -0.05, 0.0, 0.02, 0.0, -0.02, 0.05, 0.0, 0.0,  # current (c02 + rewrite)

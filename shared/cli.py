@@ -13,7 +13,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "registry": ("services.registry.cli", "run or migrate the SkillBank registry"),
     "env": ("shared.shopsim.cli", "ShopSim environment: build catalogs, score reward cases"),
-    "gate": ("services.evaluator.cli", "paired randomized validation gates (refit, cold-start, serve)"),
+    "gate": ("services.evaluator.cli", "validation gates: refit, cold-start, serve"),
     "evaluate": ("services.evaluator.evaluate_cli", "test-set evaluation of the four conditions"),
     "agent": ("shared.agent.cli", "agent runtime: models, rollouts"),
     "train": ("services.trainer.cli", "GRPO training with the skill bank"),

@@ -1,28 +1,17 @@
-"""Where the public reference gates live (../shared/data/reference-gates), or skip cleanly."""
+"""The public reference gates, vendored under tests/fixtures/reference (see its README)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-import pytest
-
-REFERENCE_GATES = Path(
-    os.environ.get(
-        "INTRASKILL_REFERENCE_GATES",
-        Path(__file__).resolve().parents[3] / "shared" / "data" / "reference-gates",
-    )
-)
+REFERENCE_GATES = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "reference-gates"
 ROUNDS = (0, 1, 2, 3)
 PUBLISHED_ROUNDS = (0, 1)  # rounds with expected.json
 
 
 def round_dir(number: int) -> Path:
-    folder = REFERENCE_GATES / f"round-{number:03d}"
-    if not (folder / "slots.json").is_file():
-        pytest.skip(f"reference gates not found at {REFERENCE_GATES}")
-    return folder
+    return REFERENCE_GATES / f"round-{number:03d}"
 
 
 def expected(number: int) -> dict:

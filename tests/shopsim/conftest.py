@@ -9,14 +9,12 @@ import pytest
 
 from shared.shopsim.env import ShopEnv
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "data" / "reward-cases"
+# The reference's reward vectors, vendored under tests/fixtures/reference (see its README).
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "reward-cases"
 
 
 def load_fixture(name: str) -> list[dict]:
-    path = FIXTURES / name
-    if not path.exists():  # CI lays shared/ beside the clone; a checkout may have it one up
-        path = Path("/work/shared/data/reward-cases") / name
-    return json.loads(path.read_text(encoding="utf-8"))
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")

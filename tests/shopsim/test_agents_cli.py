@@ -50,8 +50,6 @@ def test_oracle_wrong_option_fails(env: ShopEnv) -> None:
 
 def test_cli_reward_cases_json(capsys: pytest.CaptureFixture[str]) -> None:
     path = FIXTURES / "cases.json"
-    if not path.exists():
-        path = "/work/shared/data/reward-cases/cases.json"
     assert intraskill(["env", "reward-cases", str(path), "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     cases = load_fixture("cases.json")
@@ -65,8 +63,6 @@ def test_cli_reward_cases_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_budget_cases_and_errors(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     path = FIXTURES / "budget_cases.json"
-    if not path.exists():
-        path = "/work/shared/data/reward-cases/budget_cases.json"
     assert intraskill(["env", "budget-cases", str(path)]) == 0
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
