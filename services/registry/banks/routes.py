@@ -11,7 +11,7 @@ from services.registry.banks import service
 from services.registry.banks.cache import CachedBank, FrozenBankCache
 from services.registry.concurrency import IdempotentRoute, etag_matches
 from services.registry.deps import Evaluator, Operator, Pagination, Reader, SessionDep
-from services.registry.paths import IdPath
+from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
     MAX_ID,
     BankCreate,
@@ -88,7 +88,7 @@ async def list_banks(
     _: Reader,
     paging: Pagination,
     status: BankStatus | None = None,
-    round: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    round: RoundQuery = None,
     parent_bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Page[BankSummary]:
     """List bank summaries (status, hash, size), filtered."""

@@ -10,9 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from services.registry.cards import service
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Analyst, Pagination, PrivilegedReader, Reader, SessionDep
-from services.registry.paths import IdPath
+from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
-    MAX_ID,
     CandidateCreate,
     CandidateOperation,
     CandidatePublic,
@@ -25,7 +24,6 @@ from shared.registry_api.schemas import (
 )
 
 router = APIRouter(tags=["cards"], route_class=IdempotentRoute)
-RoundQuery = Annotated[int | None, Query(ge=0, le=MAX_ID)]
 
 
 @router.post("/cards", status_code=status.HTTP_201_CREATED)

@@ -10,9 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Pagination, Reader, SessionDep, Trainer
 from services.registry.evidence import service
-from services.registry.paths import IdPath, NamePath
+from services.registry.paths import IdPath, NamePath, RoundQuery
 from shared.registry_api.schemas import (
-    MAX_ID,
     CheckpointCreate,
     CheckpointPublic,
     EvidenceCreate,
@@ -23,7 +22,6 @@ from shared.registry_api.schemas import (
 )
 
 router = APIRouter(tags=["evidence"], route_class=IdempotentRoute)
-RoundQuery = Annotated[int | None, Query(ge=0, le=MAX_ID)]
 
 
 @router.post("/checkpoints", status_code=status.HTTP_201_CREATED)

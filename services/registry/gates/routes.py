@@ -10,9 +10,8 @@ from starlette.concurrency import run_in_threadpool
 from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Evaluator, Pagination, Reader, SessionDep
 from services.registry.gates import service
-from services.registry.paths import IdPath
+from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
-    MAX_ID,
     DecisionCreate,
     DecisionPublic,
     GateKind,
@@ -49,7 +48,7 @@ async def list_gate_runs(
     _: Reader,
     paging: Pagination,
     kind: GateKind | None = None,
-    round: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    round: RoundQuery = None,
     status: GateStatus | None = None,
     checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[GateRunPublic]:
