@@ -8,6 +8,18 @@ from registry_support import CHINESE_CHUNK, chunk_content, gate_protocol
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 
 
+def online_gate(base_bank_id: int, columns: list[dict], *, mask_seed: int, n_tasks: int) -> dict:
+    """The body of a round-0 online gate over `columns`."""
+    return {
+        "round": 0,
+        "checkpoint_id": "ckpt-r0",
+        "base_bank_id": base_bank_id,
+        "candidate_pool": {"columns": columns},
+        "mask_seed": mask_seed,
+        **gate_protocol(n_tasks),
+    }
+
+
 def rewards(strict: float) -> dict[str, float]:
     return {name: strict for name in REWARD_COMPONENTS}
 
@@ -176,14 +188,7 @@ def test_round_trip_from_evidence_to_next_bank(api, world):
         "/v1/gates",
         role=Role.evaluator,
         expect=201,
-        json={
-            "round": 0,
-            "checkpoint_id": "ckpt-r0",
-            "base_bank_id": bank["id"],
-            "candidate_pool": {"columns": columns},
-            "mask_seed": 20260901,
-            **gate_protocol(12),
-        },
+        json=online_gate(bank["id"], columns, mask_seed=20260901, n_tasks=12),
     )
     assert run["status"] == "open"
     observations = [
@@ -340,14 +345,7 @@ def test_observations_are_validated(api, world):
         "/v1/gates",
         role=Role.evaluator,
         expect=201,
-        json={
-            "round": 0,
-            "checkpoint_id": "ckpt-r0",
-            "base_bank_id": world["bank"]["id"],
-            "candidate_pool": {"columns": columns},
-            "mask_seed": 1,
-            **gate_protocol(10),
-        },
+        json=online_gate(world["bank"]["id"], columns, mask_seed=1, n_tasks=10),
     )
     base = {"task_id": "t", "bare": rewards(0), "masked": rewards(1)}
     cases = [
@@ -383,16 +381,12 @@ def test_observations_are_validated(api, world):
         "POST",
         "/v1/gates",
         role=Role.evaluator,
-        json={
-            "round": 0,
-            "checkpoint_id": "ckpt-r0",
-            "base_bank_id": world["bank"]["id"],
-            "mask_seed": 1,
-            **gate_protocol(10),
-            "candidate_pool": {
-                "columns": [{"chunk_version_id": v2["id"], "kind": "rewrite", "slot": 0}]
-            },
-        },
+        json=online_gate(
+            world["bank"]["id"],
+            [{"chunk_version_id": v2["id"], "kind": "rewrite", "slot": 0}],
+            mask_seed=1,
+            n_tasks=10,
+        ),
         expect=422,
     )
     assert bad_pool.json()["detail"][0]["loc"][:3] == ["body", "candidate_pool", "columns"]
@@ -551,14 +545,7 @@ def test_decision_statuses_follow_the_selection_rule(api, world, current_row, ad
         "/v1/gates",
         role=Role.evaluator,
         expect=201,
-        json={
-            "round": 0,
-            "checkpoint_id": "ckpt-r0",
-            "base_bank_id": world["bank"]["id"],
-            "candidate_pool": {"columns": columns},
-            "mask_seed": 1,
-            **gate_protocol(1),
-        },
+        json=online_gate(world["bank"]["id"], columns, mask_seed=1, n_tasks=1),
     )
     obs = {"task_id": "t", "inclusion": [1, 1], "bare": rewards(0), "masked": rewards(1)}
     api.json(
