@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("shared.agent.cli", "agent runtime: models, rollouts"),
     "train": ("services.trainer.cli", "GRPO training with the skill bank"),
     "analyst": ("services.analyst.cli", "slow loop: failure analysis and candidates"),
+    "demo": ("shared.demo.cli", "the whole system end to end on this machine, in one command"),
+    "report": ("shared.report.cli", "a run's report: plots, gates, bank lineage, test table"),
+    "bank": ("shared.operator.bank_cli", "operator: show, diff, history, rollback, promote banks"),
+    "chunk": ("shared.operator.chunk_cli", "operator: show a chunk and its version history"),
 }
 
 
