@@ -1,0 +1,196 @@
+"""Wire schemas of the analyst service (the slow loop): what the trainer and the demo send and
+read over HTTP.
+
+- `AllWrongGroupSubmit`: one normally scored all-wrong GRPO group. Submitting is idempotent on
+  (run_id, round, step, group_index): the same body again returns the stored group (200), a
+  different body under the same key is a 409.
+- `CompileRoundCreate`: at a round's end, on the frozen checkpoint, run every pending group's
+  full-skill retry, analyse the failed retries, compile <= 6 candidates. An async job.
+- `ColdStartCreate`: Trace2Skill cold start (bare runs -> cards -> drafts -> Gate A -> S_0). An
+  async job.
+- `JobPublic`: the job document every job route returns (POST -> 202, GET polls).
+- `FunnelCounts`: a round's slow-loop funnel, the reference's table.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from shared.registry_api.schemas import Treatment
+
+Slug = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+]
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Uri = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
+Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+# Policy backends the analyst can run retries, live tests and bare runs with: the agent
+# runtime's (`shared.agent.backends.make_backend`). `procedural` and `simulated` are test
+# doubles, never models.
+PolicyBackendName = Literal["transformers", "vllm", "openai", "procedural", "simulated"]
+AnalystBackendName = Literal["rules", "llm"]
+JobStatus = Literal["queued", "running", "succeeded", "failed"]
+GroupStatus = Literal[
+    "pending",  # recorded, waiting for the round's compile job
+    "deficit",  # the full-skill retry succeeded: internalization deficit, no proposal
+    "analyzed",  # the retry failed and the analyst wrote a card
+    "runtime_error",  # the retry stayed unscored after the bounded reruns
+    "analyst_error",  # the analyst crashed on every attempt (recorded, not a card)
+]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SiblingRef(_Wire):
+    """One sibling of the group: its reward and where its trajectory lies (a trainer uri)."""
+
+    reward: float = Field(ge=0.0, le=1.0)
+    success: Literal[0] = 0
+    trajectory_uri: Uri | None = None
+
+
+class AllWrongGroupSubmit(_Wire):
+    """A GRPO group whose siblings were all scored and none succeeded."""
+
+    run_id: Slug
+    round: Count
+    step: Count
+    group_index: Count
+    task_id: Label
+    split: Literal["train"] = "train"
+    bank_id: Id
+    bank_hash: Hash
+    treatment: Treatment
+    siblings: list[SiblingRef] = Field(min_length=1, max_length=64)
+    evidence_id: Id | None = Field(None, description="the registry's evidence row, if recorded")
+    checkpoint_id: Slug | None = Field(None, description="the checkpoint that made the siblings")
+
+    def key(self) -> tuple[str, int, int, int]:
+        """The idempotency key: one group per (run, round, step, group index)."""
+        return (self.run_id, self.round, self.step, self.group_index)
+
+
+class AllWrongGroupPublic(BaseModel):
+    id: str
+    request: AllWrongGroupSubmit
+    status: GroupStatus
+    retry_reward: float | None = None
+    retry_trace_uri: str | None = None
+    card_id: int | None = None
+    card_outcome: str | None = None
+    error: str | None = None
+    created_at: str
+    replayed: bool = False
+
+
+class PolicySpec(_Wire):
+    """Which frozen checkpoint acts, and through which runtime backend."""
+
+    checkpoint_id: Slug
+    weights_uri: Uri | None = Field(None, description="a checkpoint folder; in-process backends")
+    backend: PolicyBackendName = "transformers"
+    model: Label | None = Field(None, description="served model name (openai); default: uri")
+    base_url: Uri | None = Field(None, description="openai-compatible server (openai backend)")
+
+
+class CompileRoundCreate(_Wire):
+    """Close a round's slow loop on the frozen checkpoint and bank."""
+
+    run_id: Slug
+    round: Count
+    bank_id: Id = Field(description="the frozen bank the round trained under (S_t)")
+    policy: PolicySpec
+    env_preset: Label = "cpu"
+    seed: int = Field(20260830, ge=0, le=2**62)
+    analyst_backend: AnalystBackendName = "rules"
+    max_candidates: int = Field(6, ge=0, le=6)
+
+
+class ColdStartCreate(_Wire):
+    """Trace2Skill cold start on the base checkpoint, ending (optionally) in Gate A and S_0."""
+
+    run_id: Slug
+    policy: PolicySpec
+    env_preset: Label = "cpu"
+    seed: int = Field(20260830, ge=0, le=2**62)
+    n_tasks: int = Field(400, ge=1, le=100_000, description="bare runs on train tasks")
+    analyst_backend: AnalystBackendName = "rules"
+    max_drafts: int = Field(16, ge=1, le=16)
+    gate_a: bool = Field(True, description="run Gate A through the evaluator and register S_0")
+    gate_a_tasks: int | None = Field(None, ge=1, le=100_000, description="default: whole val")
+    budget: int = Field(10, ge=1, le=10, description="K_init: S_0 keeps at most this many")
+
+
+class FunnelCounts(BaseModel):
+    """The slow loop's funnel for one round (the reference's table)."""
+
+    run_id: str
+    round: int
+    all_wrong_groups: int = 0
+    retries: int = 0
+    deficits: int = 0
+    runtime_errors: int = 0
+    cards: int = 0
+    eligible: int = 0
+    candidates: int = 0
+
+
+class CandidateSummary(BaseModel):
+    """A compiled candidate as the compile job reports it."""
+
+    candidate_id: int | None = Field(None, description="registry id, once registered")
+    signature: str
+    operation: Literal["ADD", "REWRITE"]
+    target_chunk_id: int | None = None
+    mechanism: str
+    title: str
+    source_card_ids: list[int] = Field(default_factory=list)
+
+
+class CompileRoundResult(BaseModel):
+    """A compile job's result: candidates, the cards behind them, the round's funnel."""
+
+    candidate_ids: list[int] = Field(default_factory=list)
+    candidates: list[CandidateSummary] = Field(default_factory=list)
+    card_ids: list[int] = Field(default_factory=list)
+    evidence_only_card_ids: list[int] = Field(default_factory=list)
+    funnel: FunnelCounts
+
+
+class ColdStartResult(BaseModel):
+    """A cold-start job's result: drafts registered, the Gate A job, S_0."""
+
+    n_trajectories: int
+    n_successes: int
+    n_cards: int
+    n_eligible: int
+    draft_version_ids: list[int] = Field(default_factory=list)
+    draft_titles: list[str] = Field(default_factory=list)
+    gate_a_job_id: str | None = None
+    s0_bank_id: int | None = None
+    s0_size: int | None = None
+
+
+class JobPublic(BaseModel):
+    id: str
+    kind: str
+    status: JobStatus
+    request: dict[str, Any]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    progress: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
+
+
+class Readiness(BaseModel):
+    ready: bool
+    checks: dict[str, str] = Field(default_factory=dict)
