@@ -22,14 +22,21 @@ def make_env(settings: EvaluatorSettings):
     return ShopEnv.from_preset(settings.env_preset)
 
 
+# backends that load a checkpoint's weights in process, so need its registry uri
+WEIGHT_BACKENDS = ("transformers", "vllm")
+
+
 def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | None):
     """The policy backend serving `checkpoint_id`, through the agent runtime's factory.
 
     In-process backends (transformers, vllm) load the checkpoint's weights from its registry
     uri (a local folder, optionally `file://`); openai talks to a server already serving it.
+    Any other backend the runtime knows (its test doubles, say) gets the uri's path when there
+    is one, else the checkpoint id, as its model; `backend_options` go to every backend.
     """
     from shared.agent.backends import make_backend as runtime_backend
 
+    options = dict(settings.backend_options)
     if settings.backend == "openai":
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return runtime_backend(
@@ -39,14 +46,14 @@ def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | Non
             checkpoint_id=checkpoint_id,
             api_key=key,
             concurrency=settings.concurrency,
+            **options,
         )
-    if not uri:
+    if not uri and settings.backend in WEIGHT_BACKENDS:
         raise LookupError(f"checkpoint {checkpoint_id!r} has no weights uri")
-    path = uri.removeprefix("file://")
-    options = {"device": settings.device, "dtype": settings.dtype}
-    if settings.backend == "vllm":
-        options = {}
-    return runtime_backend(settings.backend, path, checkpoint_id=checkpoint_id, **options)
+    model = uri.removeprefix("file://") if uri else checkpoint_id
+    if settings.backend == "transformers":
+        options = {"device": settings.device, "dtype": settings.dtype, **options}
+    return runtime_backend(settings.backend, model, checkpoint_id=checkpoint_id, **options)
 
 
 def rollout_config(settings: EvaluatorSettings):

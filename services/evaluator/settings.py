@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
@@ -35,12 +35,25 @@ class EvaluatorSettings(BaseSettings):
     concurrency: int = Field(16, ge=1, le=1024, description="episodes live at once")
     max_turns: int | None = Field(None, ge=1, description="step cap below the environment's")
 
-    backend: Literal["transformers", "vllm", "openai"] = "transformers"
+    backend: str = Field("transformers", description="a policy backend the agent runtime knows")
+    backend_options: dict[str, Any] = Field(
+        default_factory=dict, description="extra constructor options for the backend (JSON)"
+    )
     device: str = "cpu"
     dtype: str = "float32"
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: SecretStr | None = None
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        # read at validation time, so backends the runtime gains later are accepted unchanged
+        from shared.agent.backends import BACKENDS
+
+        if name not in BACKENDS:
+            raise ValueError(f"unknown backend {name!r}; the agent runtime knows {BACKENDS}")
+        return name
 
     @model_validator(mode="after")
     def _backend_needs(self) -> EvaluatorSettings:
