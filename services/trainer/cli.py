@@ -1,0 +1,146 @@
+"""`intraskill train ...`: the GRPO trainer, its loss contract check, and the warm start.
+
+    intraskill train run --config configs/paper.toml --policy simulated --out runs/paper-sim
+    intraskill train run --config configs/cpu.toml --out runs/cpu \\
+        --registry-url http://127.0.0.1:8000 --evaluator-url http://127.0.0.1:8100 \\
+        --analyst-url http://127.0.0.1:8200
+    intraskill train loss-check tests/fixtures/trainer/grpo-loss-cases/one-case.json --json
+    intraskill train config --config configs/cpu.toml     # the resolved config with help text
+    intraskill train warm-start ...                        # SFT warm start (warm_start.py)
+
+Service tokens come from the environment: TRAINER_REGISTRY_TOKEN (a registry token with the
+trainer role), TRAINER_ANALYST_TOKEN and TRAINER_EVALUATOR_TOKEN (sent as bearer tokens when
+set). With no URLs, `run` starts what it needs on loopback (see docs/trainer.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="train",
+    help="GRPO training with group-consistent skill treatments and interval gates.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _group() -> None:
+    """GRPO training with group-consistent skill treatments and interval gates."""
+
+
+@app.command()
+def run(
+    config: Annotated[Path, typer.Option(help="a TOML config (configs/paper.toml, cpu.toml)")],
+    out: Annotated[Path, typer.Option(help="run folder: metrics.jsonl, run.json, checkpoints")],
+    policy: Annotated[
+        str | None,
+        typer.Option(help="model | simulated | procedural (the last two are test doubles)"),
+    ] = None,
+    registry_url: Annotated[
+        str | None, typer.Option(help="registry base URL; none: an embedded one on loopback")
+    ] = None,
+    evaluator_url: Annotated[
+        str | None, typer.Option(help="evaluator base URL; none: a local one on loopback")
+    ] = None,
+    analyst_url: Annotated[
+        str | None, typer.Option(help="analyst base URL; none: a local one (or its stand-in)")
+    ] = None,
+    rounds: Annotated[int | None, typer.Option(min=1, help="override the config's rounds")] = None,
+    initial_bank: Annotated[
+        str | None,
+        typer.Option(help="S_0: a frozen bank id or an alias (default: the gate alias)"),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
+) -> None:
+    """Train: rounds of rollout steps, each interval ending with a checkpoint and a gate.
+
+    Rerunning the same command resumes from the last checkpoint in OUT.
+    """
+    from services.trainer.config import ConfigError, TrainerConfig
+    from services.trainer.orchestrator import RunError, ServiceUrls, train
+
+    try:
+        settings = TrainerConfig.from_toml(config, policy=policy, rounds=rounds, seed=seed)
+    except (ConfigError, OSError) as error:
+        print(f"intraskill train run: {error}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
+    try:
+        train(settings, out, urls=urls, initial_bank=initial_bank, config_path=config)
+    except RunError as error:
+        print(f"intraskill train run: {error}", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
+@app.command("loss-check")
+def loss_check(
+    file: Annotated[
+        Path, typer.Argument(help="a JSON case: clip_low, clip_high, aggregation, samples")
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Loss, clip fraction and dLoss/dlogprobs of one case, by the trainer's own loss function."""
+    from services.trainer.loss import check_case
+
+    try:
+        case = json.loads(file.read_text())
+        result = check_case(case)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"intraskill train loss-check: {error}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print(f"loss {result['loss']:.10g}  clip_fraction {result['clip_fraction']:.6g}")
+        for index, grad in enumerate(result["grad_logprobs"]):
+            print(f"  sample {index}: dLoss/dlogprobs {grad}")
+
+
+@app.command("config")
+def show_config(
+    config: Annotated[Path | None, typer.Option(help="a TOML config; none: the defaults")] = None,
+) -> None:
+    """Print the resolved config as JSON, then every field's help text."""
+    from services.trainer.config import ConfigError, TrainerConfig, config_help
+
+    try:
+        settings = TrainerConfig.from_toml(config) if config else TrainerConfig()
+    except (ConfigError, OSError) as error:
+        print(f"intraskill train config: {error}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    print(json.dumps(settings.as_dict(), indent=1))
+    print(config_help())
+
+
+@app.command(
+    "warm-start",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def warm_start(context: typer.Context) -> None:
+    """SFT warm start on heuristic-agent trajectories (`services/trainer/warm_start.py`)."""
+    try:
+        from services.trainer.warm_start import main as warm_start_main
+    except ModuleNotFoundError as error:
+        if error.name != "services.trainer.warm_start":
+            raise
+        print("intraskill train warm-start: not built yet", file=sys.stderr)
+        raise typer.Exit(2) from None
+    raise typer.Exit(int(warm_start_main(list(context.args)) or 0))
+
+
+def main(argv: list[str]) -> int:
+    """Entry point for `intraskill train`: typer reports usage errors and sets the exit code."""
+    try:
+        app(args=argv, prog_name="intraskill train")
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return 0
