@@ -63,13 +63,15 @@ def test_tokens_split_on_non_word_runs_and_keep_cjk_runs_whole() -> None:
 
 
 def test_sorted_union_layout_not_fuzzywuzzy() -> None:
-    # fuzzywuzzy would compare "a" + " " + remainder; the reference sorts the whole set.
-    assert token_set_ratio("b a", "a c") == max(
-        round(100 * 2 * 1 / (1 + 3)), round(100 * 2 * 1 / (1 + 3)), round(100 * 2 * 2 / 6)
-    )
+    # Spec 1.2 step 2 sorts all of A: sA = "a b", sB = "b ba", sI = "b". r(sI, sA) = 2·1/4 = 50,
+    # r(sI, sB) = 2·1/5 = 40, and r(sA, sB) matches only the block " b": 2·2/7 = 57.
+    # fuzzywuzzy's "intersection + remainder" layout would compare "b a" with "b ba", which
+    # match on "b " and "a": 2·3/7 = 86, a match. The two layouts disagree on the verdict.
+    assert token_set_ratio("a b", "b ba") == 57
+    assert not fuzzy_match("a b", "b ba")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(st.text(max_size=12), st.text(max_size=12))
 def test_ratio_is_bounded_and_identity_is_100(a: str, b: str) -> None:
     assert 0 <= token_set_ratio(a, b) <= 100
@@ -174,9 +176,12 @@ def test_fullwidth_value_finds_its_price_but_fails_the_option_match() -> None:
 
 
 def test_price_reward() -> None:
+    # Spec 5.1: the price must be ≤ price_upper (inclusive), so exact equality passes.
     passed = PriceResolution("pass", 110.0, "x")
+    assert price_reward(passed, 110.0) == 1.0
     assert price_reward(passed, 110.00000000000001) == 1.0
     assert price_reward(passed, 109.99) == 0.0
+    assert price_reward(PriceResolution("pass", 0.0, "x"), 0.0) == 1.0
     assert price_reward(PriceResolution("unverifiable", None, "x"), None) == 1.0
     assert price_reward(PriceResolution("unverifiable", None, "x"), 1e9) == 0.0
 
@@ -255,7 +260,7 @@ def _plain_token_set_ratio(a: str, b: str) -> int:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.text("ab 白色-/XxＸ_", max_size=9), st.text("ab 白色-/XxＸ_", max_size=9))
 def test_fast_paths_and_cache_match_the_plain_definition(a: str, b: str) -> None:
     assert token_set_ratio(a, b) == _plain_token_set_ratio(a, b)
