@@ -349,9 +349,7 @@ def config_help(cls: type = TrainerConfig, prefix: str = "") -> str:
     lines = []
     for item in dataclasses.fields(cls):
         default = (
-            item.default
-            if item.default is not dataclasses.MISSING
-            else item.default_factory()  # type: ignore[misc]
+            item.default if item.default is not dataclasses.MISSING else item.default_factory()  # type: ignore[misc]
         )
         if dataclasses.is_dataclass(default):
             lines.append(f"[{prefix}{item.name}]  {item.metadata.get('help', '')}")

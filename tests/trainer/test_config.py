@@ -19,7 +19,10 @@ def test_paper_preset_has_the_methods_numbers():
     assert config.updates_per_step == 2
     assert (config.clip_low, config.clip_high, config.aggregation) == (0.2, 0.28, "sample_mean")
     assert (config.lr, config.weight_decay, config.betas, config.grad_clip) == (
-        1e-6, 0.1, (0.9, 0.98), 1.0
+        1e-6,
+        0.1,
+        (0.9, 0.98),
+        1.0,
     )
     assert (config.q, config.rho_min, config.rho_max) == (0.2, 0.2, 0.9)
     assert (config.gate.val_tasks, config.gate.budget, config.gate.max_candidates) == (400, 10, 6)

@@ -1,0 +1,140 @@
+"""Group-consistent skill treatments: the curriculum state, rho mapping and hash-seeded draws.
+
+One treatment per GRPO group, drawn as the reference's `SkillCurriculum.assign`:
+
+    u(t) = first 8 bytes of sha256("{seed}:{state_id}:{group_index}:{t}") / 2**64
+    skill-free       if u("skill-free") < q
+    chunk j included if u("chunk:{j}") < rho_j      (otherwise)
+
+so chunk j's marginal exposure is (1 - q) * rho_j. Every draw is a pure function of its
+coordinates: a resumed run, an auditor and a test recompute the same masks without a generator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.hashing import content_hash, hash_uniform
+
+Mode = Literal["skill_free", "assisted", "assisted_empty"]
+MODES: tuple[Mode, ...] = ("skill_free", "assisted", "assisted_empty")
+
+
+class InconsistentGroup(RuntimeError):
+    """Siblings of one group differ in task, prompt, mask or curriculum state."""
+
+
+@dataclass(frozen=True)
+class CurriculumChunk:
+    """One active chunk of the frozen bank with its inclusion probability."""
+
+    chunk_id: int
+    slug: str
+    version: int
+    content_hash: str
+    rho: float
+
+
+@dataclass(frozen=True)
+class CurriculumState:
+    """What fixes every treatment of an interval: frozen bank, q, rho per chunk, seed.
+
+    `state_id` fingerprints all of it; episodes carry it, the registry stores it with each
+    evidence row, and siblings must agree on it.
+    """
+
+    bank_id: int
+    bank_hash: str
+    q: float
+    seed: int
+    chunks: tuple[CurriculumChunk, ...]
+
+    @property
+    def state_id(self) -> str:
+        return content_hash(
+            {
+                "bank_id": self.bank_id,
+                "bank_hash": self.bank_hash,
+                "q": self.q,
+                "seed": self.seed,
+                "chunks": [
+                    [c.chunk_id, c.slug, c.version, c.content_hash, c.rho] for c in self.chunks
+                ],
+            }
+        )
+
+    @property
+    def rhos(self) -> tuple[float, ...]:
+        return tuple(chunk.rho for chunk in self.chunks)
+
+
+@dataclass(frozen=True)
+class Treatment:
+    """A group's treatment: its mode and one 0/1 per chunk of the bank, in bank order."""
+
+    mode: Mode
+    inclusion: tuple[int, ...]
+
+
+def chunk_key(chunk: CurriculumChunk) -> str:
+    """The label of a chunk's draw: its logical id, so a rewrite keeps its coordinate."""
+    return f"chunk:{chunk.chunk_id}"
+
+
+def sample_treatment(state: CurriculumState, group_index: int) -> Treatment:
+    """The treatment of group `group_index` under `state` (hash-seeded, no generator)."""
+    coordinates = (state.seed, state.state_id, group_index)
+    if hash_uniform(*coordinates, "skill-free") < state.q:
+        return Treatment("skill_free", tuple(0 for _ in state.chunks))
+    inclusion = tuple(
+        int(hash_uniform(*coordinates, chunk_key(chunk)) < chunk.rho) for chunk in state.chunks
+    )
+    return Treatment("assisted" if any(inclusion) else "assisted_empty", inclusion)
+
+
+def rho_from_coefficients(
+    coefficients: Mapping[str, float],
+    *,
+    rho_min: float = 0.2,
+    rho_max: float = 0.9,
+    scale: float | None = None,
+) -> dict[str, float]:
+    """rho_j = clip(rho_min + (rho_max - rho_min) * alpha_j / scale, rho_min, rho_max).
+
+    The scale is the largest alpha unless given. Every active chunk must have alpha_j > 0: a gate
+    keeps only strictly positive coefficients, so anything else is a corrupt bank.
+    """
+    if not coefficients:
+        return {}
+    bad = {key: value for key, value in coefficients.items() if not value > 0}
+    if bad:
+        raise ValueError(f"active chunks need a positive coefficient: {bad}")
+    top = max(coefficients.values()) if scale is None else scale
+    if not top > 0:
+        raise ValueError("the contribution scale must be positive")
+    return {
+        key: min(max(rho_min + (rho_max - rho_min) * value / top, rho_min), rho_max)
+        for key, value in coefficients.items()
+    }
+
+
+def check_group_consistent(siblings: Sequence[Mapping[str, object]]) -> None:
+    """Raise `InconsistentGroup` unless every sibling shares task, prompt, mask and state.
+
+    Each sibling is a mapping of the fields that must agree (task_id, state_id, inclusion,
+    injected chunks, skill block hash, prompt fingerprint); the group's first sibling is the
+    reference and the message names the first field that differs.
+    """
+    if not siblings:
+        raise InconsistentGroup("a group needs at least one sibling")
+    first = siblings[0]
+    for index, sibling in enumerate(siblings[1:], 1):
+        if set(sibling) != set(first):
+            raise InconsistentGroup(f"sibling {index} records other fields than sibling 0")
+        for field in first:
+            if sibling[field] != first[field]:
+                raise InconsistentGroup(
+                    f"sibling {index} differs in {field}: {sibling[field]!r} vs {first[field]!r}"
+                )

@@ -1,0 +1,204 @@
+"""The clipped surrogate: the reference's worked cases, and its rules on cases nobody wrote down.
+
+Rules come from the method and the issue's contract: loss only on generated tokens, ratio clipped
+to [1 - clip_low, 1 + clip_high], a clipped token has no gradient and counts in clip_fraction,
+sample_mean = mean over samples of token means, token_mean = mean over all generated tokens.
+The independent reference below is plain Python with finite-difference gradients.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from services.trainer.loss import check_case, clipped_surrogate_loss, pad
+
+CASES = Path(__file__).resolve().parents[1] / "fixtures" / "trainer" / "grpo-loss-cases"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def reference_loss(case: dict) -> tuple[float, float]:
+    """Plain-Python loss and clip fraction, written from the contract, not from loss.py."""
+    low, high = 1 - case["clip_low"], 1 + case["clip_high"]
+    per_sample, per_sample_clip, tokens, token_loss, token_clip = [], [], 0, 0.0, 0.0
+    for sample in case["samples"]:
+        a = sample["advantage"]
+        losses, clips = [], []
+        for lp, old, m in zip(
+            sample["logprobs"], sample["old_logprobs"], sample["loss_mask"], strict=True
+        ):
+            if not m:
+                continue
+            r = math.exp(lp - old)
+            unclipped, clipped = -a * r, -a * min(max(r, low), high)
+            losses.append(max(unclipped, clipped))
+            clips.append(1.0 if clipped > unclipped else 0.0)
+        per_sample.append(sum(losses) / len(losses) if losses else 0.0)
+        per_sample_clip.append(sum(clips) / len(clips) if clips else 0.0)
+        tokens += len(losses)
+        token_loss += sum(losses)
+        token_clip += sum(clips)
+    if case["aggregation"] == "sample_mean":
+        n = len(case["samples"])
+        return sum(per_sample) / n, sum(per_sample_clip) / n
+    return token_loss / max(tokens, 1), token_clip / max(tokens, 1)
+
+
+def random_case(rng: random.Random, aggregation: str) -> dict:
+    samples = []
+    for _ in range(rng.randint(1, 5)):
+        n = rng.randint(1, 12)
+        logprobs = [rng.uniform(-4, -0.1) for _ in range(n)]
+        # ratios from 0.5 to 1.6 so every case mixes clipped and unclipped tokens
+        old = [lp - math.log(rng.uniform(0.5, 1.6)) for lp in logprobs]
+        mask = [rng.randint(0, 1) for _ in range(n)]
+        samples.append(
+            {
+                "logprobs": logprobs,
+                "old_logprobs": old,
+                "loss_mask": mask,
+                "advantage": rng.uniform(-2, 2),
+            }
+        )
+    return {
+        "clip_low": 0.2,
+        "clip_high": rng.choice([0.2, 0.28, 0.35]),
+        "aggregation": aggregation,
+        "samples": samples,
+    }
+
+
+def test_reference_cases_match_to_1e12():
+    cases = json.loads((CASES / "cases.json").read_text())["cases"]
+    assert len(cases) == 8
+    for case in cases:
+        result, expected = check_case(case), case["expected"]
+        assert result["loss"] == pytest.approx(expected["loss"], abs=1e-12), case["name"]
+        assert result["clip_fraction"] == pytest.approx(expected["clip_fraction"], abs=1e-12)
+        for got, want in zip(result["grad_logprobs"], expected["grad_logprobs"], strict=True):
+            assert got == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize("aggregation", ["sample_mean", "token_mean"])
+def test_random_cases_match_an_independent_reference_and_finite_differences(aggregation):
+    rng = random.Random(7)
+    for _ in range(40):
+        case = random_case(rng, aggregation)
+        result = check_case(case)
+        loss, fraction = reference_loss(case)
+        assert result["loss"] == pytest.approx(loss, abs=1e-12)
+        assert result["clip_fraction"] == pytest.approx(fraction, abs=1e-12)
+        sample = rng.randrange(len(case["samples"]))
+        token = rng.randrange(len(case["samples"][sample]["logprobs"]))
+        h = 1e-6
+        shifted = json.loads(json.dumps(case))
+        shifted["samples"][sample]["logprobs"][token] += h
+        numeric = (reference_loss(shifted)[0] - loss) / h
+        # a kink (ratio exactly at a bound) is measure-zero; a one-sided difference is enough
+        assert result["grad_logprobs"][sample][token] == pytest.approx(numeric, abs=1e-4)
+
+
+def test_masked_and_clipped_tokens_carry_no_gradient_and_clipped_ones_count():
+    case = {
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "aggregation": "token_mean",
+        "samples": [
+            {
+                "logprobs": [math.log(1.5), math.log(1.1), 0.0],
+                "old_logprobs": [0.0, 0.0, 5.0],
+                "loss_mask": [1, 1, 0],
+                "advantage": 1.0,
+            },
+            {
+                "logprobs": [math.log(0.5)],
+                "old_logprobs": [0.0],
+                "loss_mask": [1],
+                "advantage": -1.0,
+            },
+        ],
+    }
+    result = check_case(case)
+    grads = result["grad_logprobs"]
+    assert grads[0][0] == 0.0  # ratio 1.5 > 1.28 with A > 0: clipped
+    assert grads[0][1] == pytest.approx(-1.1 / 3)  # inside the range: -A * r / tokens
+    assert grads[0][2] == 0.0  # a prompt token
+    assert grads[1][0] == 0.0  # ratio 0.5 < 0.8 with A < 0: clipped
+    assert result["clip_fraction"] == pytest.approx(2 / 3)
+    assert result["loss"] == pytest.approx((-1.28 - 1.1 + 0.8) / 3)
+
+
+def test_sample_mean_weights_samples_equally_and_token_mean_weights_tokens():
+    def case(aggregation):
+        return {
+            "clip_low": 0.2,
+            "clip_high": 0.2,
+            "aggregation": aggregation,
+            "samples": [
+                {"logprobs": [0.0], "old_logprobs": [0.0], "loss_mask": [1], "advantage": 1.0},
+                {
+                    "logprobs": [0.0] * 3,
+                    "old_logprobs": [0.0] * 3,
+                    "loss_mask": [1] * 3,
+                    "advantage": -1.0,
+                },
+                {"logprobs": [0.0], "old_logprobs": [0.0], "loss_mask": [0], "advantage": 5.0},
+            ],
+        }
+
+    # at ratio 1 the loss is -A per token
+    assert check_case(case("sample_mean"))["loss"] == pytest.approx((-1 + 1 + 0) / 3)
+    assert check_case(case("token_mean"))["loss"] == pytest.approx((-1 + 3) / 4)
+
+
+def test_micro_batches_with_global_totals_sum_to_the_whole_batch():
+    rng = random.Random(3)
+    case = random_case(rng, "sample_mean")
+    case["samples"] += random_case(rng, "sample_mean")["samples"]
+    for aggregation in ("sample_mean", "token_mean"):
+        tensors = [
+            pad([s[key] for s in case["samples"]])
+            for key in ("logprobs", "old_logprobs", "loss_mask")
+        ]
+        advantages = torch.tensor([s["advantage"] for s in case["samples"]], dtype=torch.float64)
+        options = {"clip_low": 0.2, "clip_high": 0.28, "aggregation": aggregation}
+        whole = clipped_surrogate_loss(*tensors[:2], advantages, tensors[2], **options).loss
+        totals = {"total_samples": len(advantages), "total_tokens": int(tensors[2].sum())}
+        half = len(advantages) // 2
+        parts = sum(
+            clipped_surrogate_loss(
+                tensors[0][part],
+                tensors[1][part],
+                advantages[part],
+                tensors[2][part],
+                **options,
+                **totals,
+            ).loss
+            for part in (slice(0, half), slice(half, None))
+        )
+        assert float(parts) == pytest.approx(float(whole), abs=1e-12)
+
+
+def test_cli_loss_check_prints_the_contract(tmp_path):
+    case = json.loads((CASES / "cases.json").read_text())["cases"][1]
+    path = tmp_path / "case.json"
+    path.write_text(
+        json.dumps({k: case[k] for k in ("clip_low", "clip_high", "aggregation", "samples")})
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout)
+    assert set(result) == {"loss", "clip_fraction", "grad_logprobs"}
+    assert result["loss"] == pytest.approx(case["expected"]["loss"], abs=1e-12)
