@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from sqlalchemy import Engine
 
 from services.registry.aliases.routes import router as aliases_router
 from services.registry.audit.routes import router as audit_router
@@ -15,16 +16,23 @@ from services.registry.auth import TokenTable
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.banks.fastpath import FrozenBankFastPath
 from services.registry.banks.routes import router as banks_router
+from services.registry.body_limit import BodySizeLimit
 from services.registry.cards.routes import router as cards_router
 from services.registry.chunks.routes import router as chunks_router
 from services.registry.concurrency import IdempotentReplay, replay_response
-from services.registry.db import make_engine, make_session_factory
+from services.registry.db import make_engine, make_session_factory, make_write_engine
 from services.registry.errors import install_error_handlers
 from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
 from services.registry.settings import RegistrySettings, get_settings
+from services.registry.threads import run_blocking
 
 API_PREFIX = "/v1"
+
+
+def _ping(engine: Engine) -> None:
+    with engine.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
 
 
 def _roles_of(dependant: Dependant) -> list[str] | None:
@@ -51,11 +59,13 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     """A registry app bound to `settings` (default: read from the environment)."""
     settings = settings or get_settings()
     engine = make_engine(settings)
+    write_engine = make_write_engine(settings, engine)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         engine.dispose()
+        write_engine.dispose()
 
     app = FastAPI(
         title="IntraSkill SkillBank registry",
@@ -69,10 +79,13 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.write_engine = write_engine
+    app.state.write_session_factory = make_session_factory(write_engine)
     app.state.tokens = TokenTable(settings.tokens)
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
 
@@ -94,5 +107,15 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers (no database round trip)."""
         return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        tags=["meta"],
+        responses={503: {"description": "the database does not answer; Retry-After set"}},
+    )
+    async def readyz(request: Request) -> dict[str, str]:
+        """Readiness: the database answers a query (503 + Retry-After when it does not)."""
+        await run_blocking(request, _ping, engine)
+        return {"status": "ready"}
 
     return app

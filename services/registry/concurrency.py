@@ -7,26 +7,23 @@
   a move is a compare-and-set on that revision (`If-Match`), so of N movers holding the same
   ETag exactly one wins and the rest get 412.
 - Idempotency-Key: a client that retries a write after a lost response must not write twice.
-  The key is claimed by inserting a row in the request's own transaction, and the response is
-  stored in that same transaction, so the write and its record commit or vanish together. A
-  concurrent request with the same key blocks on the row's unique index until the first one
-  commits, then replays its response.
+  The key is claimed by inserting a row in the write's own transaction (`unit_of_work.py`), and
+  the response is stored in that same transaction, so the write and its record commit or vanish
+  together. A concurrent request with the same key blocks on the row's unique index until the
+  first one commits, then replays its response.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from fastapi import Request, Response
-from fastapi.routing import APIRoute
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.auth import Principal
 from services.registry.errors import Conflict, FieldInvalid, RegistryError
@@ -37,7 +34,6 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 _KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
-_STORED_HEADERS = ("content-type", "location", "etag", "cache-control")
 
 
 @contextmanager
@@ -92,13 +88,12 @@ def revisions_from_if_match(header: str) -> set[int] | None:
 # ---------------------------------------------------------------- Idempotency-Key
 
 
-@dataclass
+@dataclass(frozen=True)
 class IdempotencyClaim:
     key: str
     request_hash: str
     method: str
     path: str
-    record: IdempotencyRecord | None = None
 
 
 class IdempotentReplay(RegistryError):
@@ -121,11 +116,31 @@ def replay_response(_request: Request, error: Exception) -> Response:
     return Response(content=error.stored_body, status_code=error.stored_status, headers=headers)
 
 
-def claim_idempotency(*, request: Request, session: Session, principal: Principal) -> None:
-    """Claim the request's Idempotency-Key for `principal`, or replay the first response."""
-    claim: IdempotencyClaim | None = getattr(request.state, "idempotency", None)
+async def request_claim(request: Request) -> IdempotencyClaim | None:
+    """The write's Idempotency-Key and a hash of what it asks (method, path, query, body)."""
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None or request.method not in WRITE_METHODS:
+        return None
+    if not _KEY_PATTERN.match(key):
+        raise FieldInvalid(("header", IDEMPOTENCY_HEADER), "must be 1-255 visible ASCII characters")
+    digest = hashlib.sha256()
+    for part in (request.method, request.url.path, request.url.query):
+        digest.update(part.encode("utf-8", "surrogateescape") + b"\x00")
+    digest.update(await request.body())
+    return IdempotencyClaim(key, digest.hexdigest(), request.method, request.url.path)
+
+
+def claim_idempotency(
+    *, session: Session, claim: IdempotencyClaim | None, principal: Principal
+) -> IdempotencyRecord | None:
+    """Claim the key for `principal` in the write's own transaction, or replay its first answer.
+
+    The claim row is inserted by the write's transaction, so a write that fails rolls its claim
+    back with it and the key stays free for the corrected request. A concurrent request with
+    the same key blocks on the row's unique index until the first commits, then replays.
+    """
     if claim is None:
-        return
+        return None
     existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
     if existing is None:
         record = IdempotencyRecord(
@@ -138,8 +153,7 @@ def claim_idempotency(*, request: Request, session: Session, principal: Principa
         try:
             with session.begin_nested():
                 idempotency_repository.insert_claim(session, record)
-            claim.record = record
-            return
+            return record
         except IntegrityError:
             # A concurrent request with this key committed first: replay what it answered.
             existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
@@ -151,53 +165,4 @@ def claim_idempotency(*, request: Request, session: Session, principal: Principa
             "Idempotency-Key was already used for a different request",
             "idempotency_key_reused",
         )
-    if existing.status_code is None:
-        raise Conflict("a request with this Idempotency-Key is in flight")
     raise IdempotentReplay(existing)
-
-
-def _record_response(session: Session, record: IdempotencyRecord, response: Response) -> None:
-    headers = {k: v for k, v in response.headers.items() if k.lower() in _STORED_HEADERS}
-    idempotency_repository.fill_response(
-        session,
-        record,
-        status_code=response.status_code,
-        body=bytes(response.body),
-        headers=headers,
-    )
-
-
-class IdempotentRoute(APIRoute):
-    """An APIRoute whose writes honour `Idempotency-Key`.
-
-    It hashes the request before the handler runs (the role dependency then claims the key in
-    the request's session) and stores a successful response before the session dependency
-    commits: that dependency is function-scoped, so it exits after this handler returns.
-    """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def idempotent_handler(request: Request) -> Response:
-            key = request.headers.get(IDEMPOTENCY_HEADER)
-            if key is None or request.method not in WRITE_METHODS:
-                return await handler(request)
-            if not _KEY_PATTERN.match(key):
-                raise FieldInvalid(
-                    ("header", IDEMPOTENCY_HEADER), "must be 1-255 visible ASCII characters"
-                )
-            body = await request.body()
-            digest = hashlib.sha256()
-            for part in (request.method, request.url.path, request.url.query):
-                digest.update(part.encode("utf-8") + b"\x00")
-            digest.update(body)
-            claim = IdempotencyClaim(key, digest.hexdigest(), request.method, request.url.path)
-            request.state.idempotency = claim
-            response = await handler(request)
-            if claim.record is not None and 200 <= response.status_code < 300:
-                await run_in_threadpool(
-                    _record_response, request.state.session, claim.record, response
-                )
-            return response
-
-        return idempotent_handler

@@ -7,6 +7,7 @@ from pathlib import Path
 from sqlalchemy import JSON, Engine, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import sessionmaker
+from sqlalchemy.pool import QueuePool
 from sqlmodel import Session
 
 from services.registry.settings import RegistrySettings
@@ -24,29 +25,82 @@ def ensure_sqlite_directory(database_url: str) -> None:
 
 
 def make_engine(settings: RegistrySettings) -> Engine:
-    """An engine for `settings.database_url`, with SQLite tuned for a single-file embedded store."""
+    """The engine reads use: Postgres with timeouts, or a SQLite file in WAL mode."""
     if settings.is_sqlite:
-        ensure_sqlite_directory(settings.database_url)
-        engine = create_engine(
-            settings.database_url, connect_args={"check_same_thread": False, "timeout": 30}
+        return _sqlite_engine(
+            settings, begin="BEGIN", pool_size=settings.pool_size, wait_s=settings.pool_timeout_s
         )
-
-        @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no cover - sqlite only
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=30000")
-            cursor.close()
-
-        return engine
     return create_engine(
         settings.database_url,
         pool_size=settings.pool_size,
         max_overflow=settings.max_overflow,
-        pool_pre_ping=True,
-        pool_timeout=30,
+        pool_pre_ping=True,  # a connection the database dropped (a restart) is replaced unseen
+        pool_timeout=settings.pool_timeout_s,
+        connect_args={
+            "connect_timeout": settings.connect_timeout_s,
+            # Server-side limits, so no request waits on a lock or a query without end: a
+            # timeout is an error the registry answers with 503 + Retry-After.
+            "options": (
+                f"-c lock_timeout={settings.lock_timeout_ms}"
+                f" -c statement_timeout={settings.statement_timeout_ms}"
+                f" -c idle_in_transaction_session_timeout={settings.idle_in_transaction_ms}"
+            ),
+            # A silent peer (a frozen host) is noticed in seconds, not at the kernel's hours.
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+        },
     )
+
+
+def make_write_engine(settings: RegistrySettings, read_engine: Engine) -> Engine:
+    """The engine writes use: on Postgres the read engine; on SQLite a single connection.
+
+    SQLite allows one writer at a time. Left to itself it answers a second writer "database is
+    locked" (or, for a reader upgrading to a writer, fails at once without waiting), so the
+    registry queues its writers on a one-connection pool whose transactions start with
+    `BEGIN IMMEDIATE` (taking the write lock up front, waiting `busy_timeout` for another
+    process). A writer that cannot get the connection in `write_wait_s` is answered 503.
+    """
+    if not settings.is_sqlite:
+        return read_engine
+    return _sqlite_engine(
+        settings, begin="BEGIN IMMEDIATE", pool_size=1, wait_s=settings.write_wait_s
+    )
+
+
+def _sqlite_engine(
+    settings: RegistrySettings, *, begin: str, pool_size: int, wait_s: float
+) -> Engine:
+    ensure_sqlite_directory(settings.database_url)
+    engine = create_engine(
+        settings.database_url,
+        connect_args={"check_same_thread": False},
+        poolclass=QueuePool,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=wait_s,
+    )
+    busy_ms = int(settings.write_wait_s * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection, _record) -> None:
+        # The driver's own transaction handling is switched off (it would open transactions
+        # behind SQLAlchemy's back and make a released SAVEPOINT commit); `begin` below emits
+        # BEGIN itself, so savepoints nest inside a real transaction.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection) -> None:
+        connection.exec_driver_sql(begin)
+
+    return engine
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -12,10 +12,11 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from services.registry.auth import Principal
-from services.registry.concurrency import claim_idempotency
+from services.registry.concurrency import request_claim
 from services.registry.errors import Forbidden
 from services.registry.pagination import PageParams, page_params
 from services.registry.settings import RegistrySettings
+from services.registry.unit_of_work import WriteUnit
 from shared.registry_api.schemas import Role
 
 # Dependencies that only read app state are `async def`: a plain `def` would cost a thread-pool
@@ -23,41 +24,19 @@ from shared.registry_api.schemas import Role
 _bearer = HTTPBearer(auto_error=False, description="a registry token (see docs/registry.md)")
 
 
-def _finish(session: Session, *, commit: bool) -> None:
-    try:
-        if commit:
-            session.commit()
-        else:
-            session.rollback()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
-
-
 async def get_session(request: Request) -> AsyncIterator[Session]:
-    """The request's session: the one place that commits (on success) or rolls back (on error).
+    """A read-only session for the request; writes go through `unit_of_work.WriteUnit`.
 
-    Function-scoped (see `SessionDep`), so the commit happens before the response is sent: a
-    client that reads right after a write sees it, and a failing commit is still an error answer.
-    Routes run their service call in one thread-pool hop and this dependency commits in one
-    more; a session that never touched the database is closed without a hop.
+    Reads never commit: whatever a read route did is rolled back when the session closes.
     """
     session: Session = request.app.state.session_factory()
-    request.state.session = session
     try:
         yield session
-    except BaseException:
+    finally:
         if session.in_transaction():
-            await run_in_threadpool(_finish, session, commit=False)
+            await run_in_threadpool(session.close)
         else:
             session.close()
-        raise
-    if session.in_transaction():
-        await run_in_threadpool(_finish, session, commit=True)
-    else:
-        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
@@ -82,35 +61,53 @@ async def authenticated(
 Reader = Annotated[Principal, Depends(authenticated)]
 
 
+def check_role(principal: Principal, allowed: frozenset[Role]) -> None:
+    """403 unless `principal` holds one of the `allowed` roles."""
+    if principal.role not in allowed:
+        raise Forbidden(
+            f"role {principal.role.value!r} may not do this; needs one of "
+            + ", ".join(sorted(role.value for role in allowed))
+        )
+
+
 @cache
 def require_roles(*roles: Role) -> Callable[..., Principal]:
-    """A dependency admitting `roles` (operators always) that also claims the Idempotency-Key.
+    """A dependency admitting `roles` (operators always) to a privileged read.
 
-    Every write endpoint depends on one of these, so every write is role-checked (403) and
-    idempotent; the allowed roles are published in the OpenAPI operation as `x-roles`.
+    The allowed roles are published in the OpenAPI operation as `x-roles`; writes use
+    `unit_of_work.write_unit`, which checks roles the same way.
     """
     allowed = frozenset(roles) | {Role.operator}
 
-    async def dependency(request: Request, principal: Reader, session: SessionDep) -> Principal:
-        if principal.role not in allowed:
-            raise Forbidden(
-                f"role {principal.role.value!r} may not do this; needs one of "
-                + ", ".join(sorted(role.value for role in allowed))
-            )
-        if getattr(request.state, "idempotency", None) is not None:
-            await run_in_threadpool(
-                claim_idempotency, request=request, session=session, principal=principal
-            )
+    async def dependency(principal: Reader) -> Principal:
+        check_role(principal, allowed)
         return principal
 
     dependency.roles = sorted(role.value for role in allowed)  # type: ignore[attr-defined]
     return dependency
 
 
-Operator = Annotated[Principal, Depends(require_roles(Role.operator))]
-Evaluator = Annotated[Principal, Depends(require_roles(Role.evaluator))]
-Trainer = Annotated[Principal, Depends(require_roles(Role.trainer))]
-Analyst = Annotated[Principal, Depends(require_roles(Role.analyst))]
+@cache
+def write_unit(*roles: Role) -> Callable[..., WriteUnit]:
+    """A dependency admitting `roles` (operators always) to write; it reads the Idempotency-Key.
+
+    Every write endpoint depends on one of these, so every write is role-checked (403) and
+    idempotent; the allowed roles are published in the OpenAPI operation as `x-roles`.
+    """
+    allowed = frozenset(roles) | {Role.operator}
+
+    async def dependency(request: Request, principal: Reader) -> WriteUnit:
+        check_role(principal, allowed)
+        return WriteUnit(request, principal, await request_claim(request))
+
+    dependency.roles = sorted(role.value for role in allowed)  # type: ignore[attr-defined]
+    return dependency
+
+
+OperatorWrite = Annotated[WriteUnit, Depends(write_unit(Role.operator))]
+EvaluatorWrite = Annotated[WriteUnit, Depends(write_unit(Role.evaluator))]
+TrainerWrite = Annotated[WriteUnit, Depends(write_unit(Role.trainer))]
+AnalystWrite = Annotated[WriteUnit, Depends(write_unit(Role.analyst))]
 # Privileged reads (the gold-aware half of failure cards) are for analysts and operators only.
 PrivilegedReader = Annotated[Principal, Depends(require_roles(Role.analyst))]
 

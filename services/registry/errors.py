@@ -15,7 +15,8 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 
 class RegistryError(Exception):
@@ -54,6 +55,19 @@ class PreconditionFailed(RegistryError):
 
 class PreconditionRequired(RegistryError):
     status_code = 428
+
+
+class PayloadTooLarge(RegistryError):
+    status_code = 413
+
+
+class ServiceUnavailable(RegistryError):
+    """The database is down, locked past its timeout, or too busy: retry after a moment."""
+
+    status_code = 503
+
+    def __init__(self, detail: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after_s)})
 
 
 class FieldInvalid(RegistryError):
@@ -99,12 +113,24 @@ def _data_error(_request: Request, error: Exception) -> JSONResponse:
     )
 
 
+def _database_unavailable(_request: Request, _error: Exception) -> JSONResponse:
+    # The database refused a connection, dropped one, hit a lock or statement timeout, or every
+    # pooled connection is busy: nothing the client sent is wrong, so it may retry.
+    return JSONResponse(
+        {"detail": "the database is unavailable or busy; retry shortly"},
+        status_code=503,
+        headers={"Retry-After": "1"},
+    )
+
+
 def _json_safe(value: Any) -> Any:
-    """Non-finite floats (NaN sent as input) cannot be written as JSON: echo them as text."""
+    """Echo input the 422 body can hold: NaN as text, lone surrogates as escapes."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
+        return {_json_safe(key): _json_safe(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(item) for item in value]
     return value
@@ -121,3 +147,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(DataError, _data_error)
+    for unavailable in (OperationalError, InterfaceError, PoolTimeout):
+        app.add_exception_handler(unavailable, _database_unavailable)

@@ -50,6 +50,25 @@ class RegistrySettings(BaseSettings):
     # (a Postgres backend per connect) halves write throughput under load.
     pool_size: int = Field(default=32, ge=1, le=200)
     max_overflow: int = Field(default=16, ge=0, le=500)
+    # Timeouts: every wait on the database ends, and the client hears 503 + Retry-After.
+    connect_timeout_s: int = Field(default=5, ge=1, le=300, description="opening a connection")
+    pool_timeout_s: float = Field(default=10, gt=0, le=300, description="waiting for a pooled one")
+    lock_timeout_ms: int = Field(
+        default=5_000, ge=1, le=600_000, description="a row lock (Postgres)"
+    )
+    statement_timeout_ms: int = Field(default=15_000, ge=1, le=3_600_000, description="a statement")
+    idle_in_transaction_ms: int = Field(
+        default=60_000, ge=1, le=3_600_000, description="an open transaction left idle (Postgres)"
+    )
+    request_timeout_s: float = Field(
+        default=20, gt=0, le=600, description="a request's database work, end to end"
+    )
+    write_wait_s: float = Field(
+        default=10, gt=0, le=300, description="a SQLite writer waiting for its turn"
+    )
+    max_body_bytes: int = Field(
+        default=1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
+    )
     bank_cache_size: int = Field(default=512, ge=0, le=100_000)
     frozen_bank_fast_path: bool = Field(
         default=True,

@@ -43,7 +43,8 @@ def settings(database_url: str) -> RegistrySettings:
         TokenGrant(name=ACTORS[role], role=role, token_sha256=hash_token(TOKENS[role]))
         for role in Role
     ]
-    return RegistrySettings(database_url=database_url, tokens=grants, pool_size=20, max_overflow=60)
+    # The shipped pool and timeout defaults: the tests exercise what deployment runs.
+    return RegistrySettings(database_url=database_url, tokens=grants)
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,9 @@ from starlette.concurrency import run_in_threadpool
 
 from services.registry.aliases import service
 from services.registry.banks.routes import DOCUMENT_RESPONSES, document_response, load_document
-from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import (
-    Evaluator,
-    Operator,
+    EvaluatorWrite,
+    OperatorWrite,
     Pagination,
     Reader,
     SessionDep,
@@ -30,37 +29,35 @@ from shared.registry_api.schemas import (
     Page,
 )
 
-router = APIRouter(tags=["aliases"], route_class=IdempotentRoute)
+router = APIRouter(tags=["aliases"])
 
 IfMatch = Annotated[
     str | None, Header(alias="If-Match", max_length=1000, description="the alias's current ETag")
 ]
 
 
+def _etag_headers(alias: AliasPublic) -> dict[str, str]:
+    return {"ETag": alias.etag, "Cache-Control": "no-cache"}
+
+
 def _with_etag(response: Response, alias: AliasPublic) -> AliasPublic:
-    response.headers["ETag"] = alias.etag
-    response.headers["Cache-Control"] = "no-cache"
+    response.headers.update(_etag_headers(alias))
     return alias
 
 
-@router.post("/aliases", status_code=status.HTTP_201_CREATED)
-async def create_alias(
-    data: AliasCreate,
-    session: SessionDep,
-    principal: Evaluator,
-    settings: SettingsDep,
-    response: Response,
-) -> AliasPublic:
+@router.post("/aliases", status_code=status.HTTP_201_CREATED, response_model=AliasPublic)
+async def create_alias(data: AliasCreate, write: EvaluatorWrite, settings: SettingsDep) -> Response:
     """Create an alias pointing at a frozen bank (protected names: operators only)."""
-    alias = await run_in_threadpool(
-        service.create_alias,
-        session=session,
-        principal=principal,
-        data=data,
-        protected_names=settings.protected_aliases,
+    return await write(
+        lambda session: service.create_alias(
+            session=session,
+            principal=write.principal,
+            data=data,
+            protected_names=settings.protected_aliases,
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda alias: {**_etag_headers(alias), "Location": f"/v1/aliases/{alias.name}"},
     )
-    response.headers["Location"] = f"/v1/aliases/{alias.name}"
-    return _with_etag(response, alias)
 
 
 @router.get("/aliases")
@@ -106,49 +103,45 @@ async def get_alias_bank(name: NamePath, request: Request, _: Reader) -> Respons
 
 @router.put(
     "/aliases/{name}",
+    response_model=AliasPublic,
     responses={412: {"description": "stale If-Match"}, 428: {"description": "If-Match missing"}},
 )
 async def move_alias(
     name: NamePath,
     data: AliasMove,
-    session: SessionDep,
-    principal: Evaluator,
+    write: EvaluatorWrite,
     settings: SettingsDep,
-    response: Response,
     if_match: IfMatch = None,
-) -> AliasPublic:
+) -> Response:
     """Move the alias to another frozen bank; compare-and-set on If-Match."""
-    alias = await run_in_threadpool(
-        service.move_alias,
-        session=session,
-        principal=principal,
-        name=name,
-        data=data,
-        if_match=if_match,
-        protected_names=settings.protected_aliases,
+    return await write(
+        lambda session: service.move_alias(
+            session=session,
+            principal=write.principal,
+            name=name,
+            data=data,
+            if_match=if_match,
+            protected_names=settings.protected_aliases,
+        ),
+        headers=_etag_headers,
     )
-    return _with_etag(response, alias)
 
 
-@router.post("/aliases/{name}/rollback", responses={412: {"description": "stale If-Match"}})
+@router.post(
+    "/aliases/{name}/rollback",
+    response_model=AliasPublic,
+    responses={412: {"description": "stale If-Match"}},
+)
 async def rollback_alias(
-    name: NamePath,
-    data: AliasRollback,
-    session: SessionDep,
-    principal: Operator,
-    response: Response,
-    if_match: IfMatch = None,
-) -> AliasPublic:
+    name: NamePath, data: AliasRollback, write: OperatorWrite, if_match: IfMatch = None
+) -> Response:
     """Operator: point the alias back at an earlier bank (default: the previous one)."""
-    alias = await run_in_threadpool(
-        service.rollback_alias,
-        session=session,
-        principal=principal,
-        name=name,
-        data=data,
-        if_match=if_match,
+    return await write(
+        lambda session: service.rollback_alias(
+            session=session, principal=write.principal, name=name, data=data, if_match=if_match
+        ),
+        headers=_etag_headers,
     )
-    return _with_etag(response, alias)
 
 
 @router.get("/aliases/{name}/history")

@@ -8,11 +8,10 @@ from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
 from services.registry.audit import service
-from services.registry.concurrency import IdempotentRoute
 from services.registry.deps import Pagination, Reader, SessionDep
 from shared.registry_api.schemas import AuditEntryPublic, Page
 
-router = APIRouter(tags=["audit"], route_class=IdempotentRoute)
+router = APIRouter(tags=["audit"])
 
 
 @router.get("/audit")

@@ -9,8 +9,8 @@ from starlette.concurrency import run_in_threadpool
 
 from services.registry.banks import service
 from services.registry.banks.cache import CachedBank, FrozenBankCache
-from services.registry.concurrency import IdempotentRoute, etag_matches
-from services.registry.deps import Evaluator, Operator, Pagination, Reader, SessionDep
+from services.registry.concurrency import etag_matches
+from services.registry.deps import EvaluatorWrite, OperatorWrite, Pagination, Reader, SessionDep
 from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
     MAX_ID,
@@ -26,7 +26,7 @@ from shared.registry_api.schemas import (
     RenderedBank,
 )
 
-router = APIRouter(tags=["banks"], route_class=IdempotentRoute)
+router = APIRouter(tags=["banks"])
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 DOCUMENT_RESPONSES: dict[int | str, dict] = {
@@ -66,20 +66,18 @@ async def load_document(request: Request, bank_id: int) -> tuple[CachedBank, boo
     return loaded, immutable
 
 
-def _created(response: Response, bank_id: int) -> None:
-    response.headers["Location"] = f"/v1/banks/{bank_id}"
+def _created(bank: BankPublic) -> dict[str, str]:
+    return {"Location": f"/v1/banks/{bank.id}"}
 
 
-@router.post("/banks", status_code=status.HTTP_201_CREATED)
-async def create_bank(
-    data: BankCreate, session: SessionDep, principal: Evaluator, response: Response
-) -> BankPublic:
+@router.post("/banks", status_code=status.HTTP_201_CREATED, response_model=BankPublic)
+async def create_bank(data: BankCreate, write: EvaluatorWrite) -> Response:
     """Create a draft bank (explicit entries, or a copy of `from_bank_id`)."""
-    bank = await run_in_threadpool(
-        service.create_bank, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_bank(session=session, principal=write.principal, data=data),
+        status_code=status.HTTP_201_CREATED,
+        headers=_created,
     )
-    _created(response, bank.id)
-    return bank
 
 
 @router.get("/banks")
@@ -110,13 +108,13 @@ async def get_bank(bank_id: IdPath, request: Request, _: Reader) -> Response:
     return document_response(request, cached, immutable)
 
 
-@router.patch("/banks/{bank_id}")
-async def update_bank(
-    bank_id: IdPath, data: BankUpdate, session: SessionDep, principal: Evaluator
-) -> BankPublic:
-    """Change a draft's q / round / parent / decision / note (409 once frozen)."""
-    return await run_in_threadpool(
-        service.update_bank, session=session, principal=principal, bank_id=bank_id, data=data
+@router.patch("/banks/{bank_id}", response_model=BankPublic)
+async def update_bank(bank_id: IdPath, data: BankUpdate, write: EvaluatorWrite) -> Response:
+    """Change a draft's q / round / parent / decision / entries / note (409 once frozen)."""
+    return await write(
+        lambda session: service.update_bank(
+            session=session, principal=write.principal, bank_id=bank_id, data=data
+        )
     )
 
 
@@ -126,19 +124,23 @@ async def get_summary(bank_id: IdPath, session: SessionDep, _: Reader) -> BankSu
     return await run_in_threadpool(service.get_summary, session=session, bank_id=bank_id)
 
 
-@router.post("/banks/{bank_id}/freeze")
-async def freeze_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+@router.post("/banks/{bank_id}/freeze", response_model=BankSummary)
+async def freeze_bank(bank_id: IdPath, write: EvaluatorWrite) -> Response:
     """Draft -> frozen (content-hashed, immutable from now on)."""
-    return await run_in_threadpool(
-        service.freeze_bank, session=session, principal=principal, bank_id=bank_id
+    return await write(
+        lambda session: service.freeze_bank(
+            session=session, principal=write.principal, bank_id=bank_id
+        )
     )
 
 
-@router.post("/banks/{bank_id}/retire")
-async def retire_bank(bank_id: IdPath, session: SessionDep, principal: Evaluator) -> BankSummary:
+@router.post("/banks/{bank_id}/retire", response_model=BankSummary)
+async def retire_bank(bank_id: IdPath, write: EvaluatorWrite) -> Response:
     """Frozen -> retired (409 while an alias points at it)."""
-    return await run_in_threadpool(
-        service.retire_bank, session=session, principal=principal, bank_id=bank_id
+    return await write(
+        lambda session: service.retire_bank(
+            session=session, principal=write.principal, bank_id=bank_id
+        )
     )
 
 
@@ -169,29 +171,29 @@ async def render_bank(
     )
 
 
-@router.post("/banks/{bank_id}/retire-chunk", status_code=status.HTTP_201_CREATED)
-async def retire_chunk(
-    bank_id: IdPath, data: ChunkRetire, session: SessionDep, principal: Operator, response: Response
-) -> BankPublic:
+@router.post(
+    "/banks/{bank_id}/retire-chunk", status_code=status.HTTP_201_CREATED, response_model=BankPublic
+)
+async def retire_chunk(bank_id: IdPath, data: ChunkRetire, write: OperatorWrite) -> Response:
     """Operator: a new draft (child of this bank) without the chunk."""
-    bank = await run_in_threadpool(
-        service.retire_chunk, session=session, principal=principal, bank_id=bank_id, data=data
+    return await write(
+        lambda session: service.retire_chunk(
+            session=session, principal=write.principal, bank_id=bank_id, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=_created,
     )
-    _created(response, bank.id)
-    return bank
 
 
-@router.post("/banks/{bank_id}/restore-chunk", status_code=status.HTTP_201_CREATED)
-async def restore_chunk(
-    bank_id: IdPath,
-    data: ChunkRestore,
-    session: SessionDep,
-    principal: Operator,
-    response: Response,
-) -> BankPublic:
+@router.post(
+    "/banks/{bank_id}/restore-chunk", status_code=status.HTTP_201_CREATED, response_model=BankPublic
+)
+async def restore_chunk(bank_id: IdPath, data: ChunkRestore, write: OperatorWrite) -> Response:
     """Operator: a new draft (child of this bank) with the chunk restored."""
-    bank = await run_in_threadpool(
-        service.restore_chunk, session=session, principal=principal, bank_id=bank_id, data=data
+    return await write(
+        lambda session: service.restore_chunk(
+            session=session, principal=write.principal, bank_id=bank_id, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=_created,
     )
-    _created(response, bank.id)
-    return bank

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from services.registry.cards import service
-from services.registry.concurrency import IdempotentRoute
-from services.registry.deps import Analyst, Pagination, PrivilegedReader, Reader, SessionDep
+from services.registry.deps import AnalystWrite, Pagination, PrivilegedReader, Reader, SessionDep
 from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
     CandidateCreate,
@@ -23,19 +22,17 @@ from shared.registry_api.schemas import (
     Page,
 )
 
-router = APIRouter(tags=["cards"], route_class=IdempotentRoute)
+router = APIRouter(tags=["cards"])
 
 
-@router.post("/cards", status_code=status.HTTP_201_CREATED)
-async def create_card(
-    data: CardCreate, session: SessionDep, principal: Analyst, response: Response
-) -> CardPublic:
+@router.post("/cards", status_code=status.HTTP_201_CREATED, response_model=CardPublic)
+async def create_card(data: CardCreate, write: AnalystWrite) -> Response:
     """Store a failure card (outcome, eligibility, firewall findings, both halves)."""
-    card = await run_in_threadpool(
-        service.create_card, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_card(session=session, principal=write.principal, data=data),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda card: {"Location": f"/v1/cards/{card.id}"},
     )
-    response.headers["Location"] = f"/v1/cards/{card.id}"
-    return card
 
 
 @router.get("/cards")
@@ -75,16 +72,16 @@ async def get_card_audit(
     return await run_in_threadpool(service.get_card_audit, session=session, card_id=card_id)
 
 
-@router.post("/candidates", status_code=status.HTTP_201_CREATED)
-async def create_candidate(
-    data: CandidateCreate, session: SessionDep, principal: Analyst, response: Response
-) -> CandidatePublic:
+@router.post("/candidates", status_code=status.HTTP_201_CREATED, response_model=CandidatePublic)
+async def create_candidate(data: CandidateCreate, write: AnalystWrite) -> Response:
     """Store an ADD / REWRITE candidate as a new chunk version, citing its source cards."""
-    candidate = await run_in_threadpool(
-        service.create_candidate, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_candidate(
+            session=session, principal=write.principal, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda candidate: {"Location": f"/v1/candidates/{candidate.id}"},
     )
-    response.headers["Location"] = f"/v1/candidates/{candidate.id}"
-    return candidate
 
 
 @router.get("/candidates")

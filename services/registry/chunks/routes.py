@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
+from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from services.registry.chunks import service
-from services.registry.concurrency import IdempotentRoute
-from services.registry.deps import Analyst, Pagination, Reader, SessionDep
+from services.registry.deps import AnalystWrite, Pagination, Reader, SessionDep
 from services.registry.paths import IdPath
+from services.registry.unit_of_work import Written
 from shared.registry_api.schemas import (
     ChunkCreate,
     ChunkPublic,
@@ -20,19 +21,17 @@ from shared.registry_api.schemas import (
     Page,
 )
 
-router = APIRouter(tags=["chunks"], route_class=IdempotentRoute)
+router = APIRouter(tags=["chunks"])
 
 
-@router.post("/chunks", status_code=status.HTTP_201_CREATED)
-async def create_chunk(
-    data: ChunkCreate, session: SessionDep, principal: Analyst, response: Response
-) -> ChunkPublic:
+@router.post("/chunks", status_code=status.HTTP_201_CREATED, response_model=ChunkPublic)
+async def create_chunk(data: ChunkCreate, write: AnalystWrite) -> Response:
     """Create a logical chunk and its version 1 (leak-checked)."""
-    chunk = await run_in_threadpool(
-        service.create_chunk, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_chunk(session=session, principal=write.principal, data=data),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda chunk: {"Location": f"/v1/chunks/{chunk.id}"},
     )
-    response.headers["Location"] = f"/v1/chunks/{chunk.id}"
-    return chunk
 
 
 @router.get("/chunks")
@@ -61,23 +60,25 @@ async def get_chunk(chunk_id: IdPath, session: SessionDep, _: Reader) -> ChunkPu
 @router.post(
     "/chunks/{chunk_id}/versions",
     status_code=status.HTTP_201_CREATED,
+    response_model=ChunkVersionPublic,
     responses={200: {"description": "content equals the latest version; nothing stored"}},
 )
 async def create_version(
-    chunk_id: IdPath,
-    data: ChunkVersionCreate,
-    session: SessionDep,
-    principal: Analyst,
-    response: Response,
-) -> ChunkVersionPublic:
+    chunk_id: IdPath, data: ChunkVersionCreate, write: AnalystWrite
+) -> Response:
     """Add a version (201); identical content to the latest version returns it (200)."""
-    version, created = await run_in_threadpool(
-        service.create_version, session=session, principal=principal, chunk_id=chunk_id, data=data
-    )
-    if not created:
-        response.status_code = status.HTTP_200_OK
-    response.headers["Location"] = f"/v1/chunks/{chunk_id}/versions/{version.version}"
-    return version
+
+    def work(session: Session) -> Written:
+        version, created = service.create_version(
+            session=session, principal=write.principal, chunk_id=chunk_id, data=data
+        )
+        return Written(
+            version,
+            status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            {"Location": f"/v1/chunks/{chunk_id}/versions/{version.version}"},
+        )
+
+    return await write(work)
 
 
 @router.get("/chunks/{chunk_id}/versions")

@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from services.registry.concurrency import IdempotentRoute
-from services.registry.deps import Pagination, Reader, SessionDep, Trainer
+from services.registry.deps import Pagination, Reader, SessionDep, TrainerWrite
 from services.registry.evidence import service
 from services.registry.paths import IdPath, NamePath, RoundQuery
 from shared.registry_api.schemas import (
@@ -21,19 +20,19 @@ from shared.registry_api.schemas import (
     RetryOutcome,
 )
 
-router = APIRouter(tags=["evidence"], route_class=IdempotentRoute)
+router = APIRouter(tags=["evidence"])
 
 
-@router.post("/checkpoints", status_code=status.HTTP_201_CREATED)
-async def create_checkpoint(
-    data: CheckpointCreate, session: SessionDep, principal: Trainer, response: Response
-) -> CheckpointPublic:
+@router.post("/checkpoints", status_code=status.HTTP_201_CREATED, response_model=CheckpointPublic)
+async def create_checkpoint(data: CheckpointCreate, write: TrainerWrite) -> Response:
     """Register a checkpoint (id, URI, step, round)."""
-    checkpoint = await run_in_threadpool(
-        service.create_checkpoint, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_checkpoint(
+            session=session, principal=write.principal, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda checkpoint: {"Location": f"/v1/checkpoints/{checkpoint.id}"},
     )
-    response.headers["Location"] = f"/v1/checkpoints/{checkpoint.id}"
-    return checkpoint
 
 
 @router.get("/checkpoints")
@@ -60,16 +59,14 @@ async def get_checkpoint(
     )
 
 
-@router.post("/evidence", status_code=status.HTTP_201_CREATED)
-async def create_evidence(
-    data: EvidenceCreate, session: SessionDep, principal: Trainer, response: Response
-) -> EvidencePublic:
+@router.post("/evidence", status_code=status.HTTP_201_CREATED, response_model=EvidencePublic)
+async def create_evidence(data: EvidenceCreate, write: TrainerWrite) -> Response:
     """Record an all-wrong group (task, treatment, bank, checkpoint, retry outcome)."""
-    group = await run_in_threadpool(
-        service.create_group, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_group(session=session, principal=write.principal, data=data),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda group: {"Location": f"/v1/evidence/{group.id}"},
     )
-    response.headers["Location"] = f"/v1/evidence/{group.id}"
-    return group
 
 
 @router.get("/evidence")
@@ -101,11 +98,11 @@ async def get_evidence(group_id: IdPath, session: SessionDep, _: Reader) -> Evid
     return await run_in_threadpool(service.get_group, session=session, group_id=group_id)
 
 
-@router.patch("/evidence/{group_id}")
-async def settle_evidence(
-    group_id: IdPath, data: EvidenceUpdate, session: SessionDep, principal: Trainer
-) -> EvidencePublic:
+@router.patch("/evidence/{group_id}", response_model=EvidencePublic)
+async def settle_evidence(group_id: IdPath, data: EvidenceUpdate, write: TrainerWrite) -> Response:
     """Record the full-skill retry's outcome of a pending group."""
-    return await run_in_threadpool(
-        service.settle_retry, session=session, principal=principal, group_id=group_id, data=data
+    return await write(
+        lambda session: service.settle_retry(
+            session=session, principal=write.principal, group_id=group_id, data=data
+        )
     )

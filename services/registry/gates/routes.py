@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from starlette.concurrency import run_in_threadpool
 
-from services.registry.concurrency import IdempotentRoute
-from services.registry.deps import Evaluator, Pagination, Reader, SessionDep
+from services.registry.deps import EvaluatorWrite, Pagination, Reader, SessionDep
 from services.registry.gates import service
 from services.registry.paths import IdPath, RoundQuery
 from shared.registry_api.schemas import (
@@ -25,21 +24,19 @@ from shared.registry_api.schemas import (
     Page,
 )
 
-router = APIRouter(tags=["gates"], route_class=IdempotentRoute)
+router = APIRouter(tags=["gates"])
 
 
-@router.post("/gates", status_code=status.HTTP_201_CREATED)
-async def create_gate_run(
-    data: GateRunCreate, session: SessionDep, principal: Evaluator, response: Response
-) -> GateRunPublic:
+@router.post("/gates", status_code=status.HTTP_201_CREATED, response_model=GateRunPublic)
+async def create_gate_run(data: GateRunCreate, write: EvaluatorWrite) -> Response:
     """Open a gate run: kind, checkpoint, base bank (online) or cold-start drafts (Gate A),
     candidate pool, split, sample, mask seed, K, solver, task count, rollout identity and bare
     baseline."""
-    run = await run_in_threadpool(
-        service.create_run, session=session, principal=principal, data=data
+    return await write(
+        lambda session: service.create_run(session=session, principal=write.principal, data=data),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda run: {"Location": f"/v1/gates/{run.id}"},
     )
-    response.headers["Location"] = f"/v1/gates/{run.id}"
-    return run
 
 
 @router.get("/gates")
@@ -71,23 +68,30 @@ async def get_gate_run(run_id: IdPath, session: SessionDep, _: Reader) -> GateRu
     return await run_in_threadpool(service.get_run, session=session, run_id=run_id)
 
 
-@router.patch("/gates/{run_id}")
-async def close_gate_run(
-    run_id: IdPath, data: GateRunUpdate, session: SessionDep, principal: Evaluator
-) -> GateRunPublic:
+@router.patch("/gates/{run_id}", response_model=GateRunPublic)
+async def close_gate_run(run_id: IdPath, data: GateRunUpdate, write: EvaluatorWrite) -> Response:
     """Close an open gate without a decision (incomplete or failed)."""
-    return await run_in_threadpool(
-        service.update_run, session=session, principal=principal, run_id=run_id, data=data
+    return await write(
+        lambda session: service.update_run(
+            session=session, principal=write.principal, run_id=run_id, data=data
+        )
     )
 
 
-@router.post("/gates/{run_id}/observations", status_code=status.HTTP_201_CREATED)
+@router.post(
+    "/gates/{run_id}/observations",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ObservationBatchResult,
+)
 async def add_observations(
-    run_id: IdPath, data: ObservationBatch, session: SessionDep, principal: Evaluator
-) -> ObservationBatchResult:
+    run_id: IdPath, data: ObservationBatch, write: EvaluatorWrite
+) -> Response:
     """Append raw per-task observations (bare and masked components, inclusion vector)."""
-    return await run_in_threadpool(
-        service.add_observations, session=session, principal=principal, run_id=run_id, data=data
+    return await write(
+        lambda session: service.add_observations(
+            session=session, principal=write.principal, run_id=run_id, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
     )
 
 
@@ -110,21 +114,19 @@ async def list_observations(
     )
 
 
-@router.post("/gates/{run_id}/decision", status_code=status.HTTP_201_CREATED)
-async def post_decision(
-    run_id: IdPath,
-    data: DecisionCreate,
-    session: SessionDep,
-    principal: Evaluator,
-    response: Response,
-) -> DecisionPublic:
+@router.post(
+    "/gates/{run_id}/decision", status_code=status.HTTP_201_CREATED, response_model=DecisionPublic
+)
+async def post_decision(run_id: IdPath, data: DecisionCreate, write: EvaluatorWrite) -> Response:
     """Record the decision (a row per pool version): final completes the gate, provisional
     closes it as incomplete."""
-    decision = await run_in_threadpool(
-        service.post_decision, session=session, principal=principal, run_id=run_id, data=data
+    return await write(
+        lambda session: service.post_decision(
+            session=session, principal=write.principal, run_id=run_id, data=data
+        ),
+        status_code=status.HTTP_201_CREATED,
+        headers=lambda decision: {"Location": f"/v1/decisions/{decision.id}"},
     )
-    response.headers["Location"] = f"/v1/decisions/{decision.id}"
-    return decision
 
 
 @router.get("/gates/{run_id}/decision")
