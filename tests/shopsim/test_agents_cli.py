@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from shared.cli import main as intraskill
-from shared.shopsim.agents import HeuristicAgent, OracleAgent, evaluate_agent, run_episode
+from shared.shopsim.agents import OracleAgent, evaluate_agent, heuristic_factory, run_episode
 from shared.shopsim.env import ShopEnv
 from shared.shopsim.reward.cases import CASE_OUTPUT_KEYS, case_output
+from shared.shopsim.types import TaskView
 from tests.shopsim.conftest import FIXTURES, load_fixture
 
 
@@ -20,14 +22,33 @@ def test_oracle_solves_at_least_99_percent(env: ShopEnv) -> None:
 
 
 def test_heuristic_sees_only_the_policy_view(env: ShopEnv) -> None:
+    # What a policy may see of a task, as the method fixes it: the instruction and the persona.
+    assert {f.name for f in dataclasses.fields(TaskView)} == {
+        "task_id",
+        "split",
+        "instruction",
+        "persona",
+    }
     task_id = env.task_ids("val")[0]
-    agent = HeuristicAgent(env.task_view(task_id))
+    agent = heuristic_factory(env, task_id)
+    assert type(agent.view) is TaskView
     record = run_episode(env, task_id, agent)
     assert record.breakdown is not None and 1 <= record.steps <= 30
-    assert not hasattr(agent, "task")
-    report = evaluate_agent(env, "heuristic", limit=10)
-    assert set(report) == {"train", "val", "test"}
-    assert 0.0 <= report["val"]["all"]["success"] <= 1.0
+
+
+def test_agent_report_is_the_mean_over_episodes(env: ShopEnv) -> None:
+    task_ids = env.task_ids("val")[:10]
+    records = [run_episode(env, task_id, heuristic_factory(env, task_id)) for task_id in task_ids]
+    report = evaluate_agent(env, "heuristic", splits=("val",), limit=10)
+    assert set(report) == {"val"}
+    assert report["val"]["all"] == {
+        "episodes": 10,
+        "success": pytest.approx(sum(r.success for r in records) / 10),
+        "r_strict": pytest.approx(sum(r.reward for r in records) / 10),
+        "steps": pytest.approx(sum(r.steps for r in records) / 10),
+    }
+    by_difficulty = {key: value for key, value in report["val"].items() if key != "all"}
+    assert sum(group["episodes"] for group in by_difficulty.values()) == 10
 
 
 def test_oracle_wrong_option_fails(env: ShopEnv) -> None:
