@@ -71,11 +71,18 @@ class OracleAgent:
 
 _RESULT_LINE = re.compile(r"^\d+\. (B0[0-9A-Z]{8}) \| (.*) \| (.*)$", re.MULTILINE)
 _PRICE = re.compile(r"\$([\d,]+(?:\.\d+)?)")
+_PAGE_PRICE = re.compile(r"\$?(\d[\d,]*(?:\.\d+)?)")
 _BUDGET = re.compile(r"(under|around|below|max(?:imum)?|up to)\s*\$([\d,]+(?:\.\d+)?)", re.I)
 
 
 def _money(text: str) -> float | None:
     match = _PRICE.search(text)
+    return float(match.group(1).replace(",", "")) if match else None
+
+
+def _page_price(text: str) -> float | None:
+    """The first price a page shows: raw (`63.99 to 75.99`, reference style) or `$63.99`."""
+    match = _PAGE_PRICE.search(text)
     return float(match.group(1).replace(",", "")) if match else None
 
 
@@ -182,7 +189,7 @@ class HeuristicAgent:
                 return f"click[{pick}]"
 
             def rank(row: tuple[str, str, str]) -> tuple[int, int]:
-                price = _money(row[2])
+                price = _page_price(row[2])
                 affordable = self.needs.budget is None or (
                     price is not None and price <= self.needs.budget
                 )
@@ -216,7 +223,7 @@ class HeuristicAgent:
                 if value.casefold() in needs.options and f"selected {value}" not in page:
                     return f"click[{axis}={value}]"
         covered = self._coverage(page) == len(needs.attributes)
-        price = _money(page.split("Price:", 1)[1]) if "Price:" in page else None
+        price = _page_price(page.split("Price:", 1)[1]) if "Price:" in page else None
         affordable = needs.budget is None or (price is not None and price <= needs.budget)
         current = self.tried[-1] if self.tried else None
         if covered and affordable:

@@ -216,7 +216,6 @@ def generate_catalog(
                 price = nice_price(family_price * rng.uniform(0.8, 1.25))
                 options, pricing = _product_options(rng, sub, family_offers, price, mode)
                 title = f"{brand} {line} {model} {sub.noun}, {values[0]}, {values[1]}"
-                bullets = ("features: " + "; ".join(values[2:]),)
                 positions.append(len(products))
                 family_of.append(len(families))
                 products.append(
@@ -226,8 +225,10 @@ def generate_catalog(
                         brand=brand,
                         category=sub.path,
                         attributes=tuple(values),
-                        bullets=bullets,
-                        description="",
+                        # as in the reference's frozen data: no bullets, the description
+                        # repeats the title (search and the attribute reward's text see this)
+                        bullets=(),
+                        description=title,
                         options=options,
                         pricing=pricing,
                     )

@@ -10,15 +10,13 @@ index, so thousands can run concurrently in one process.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import asdict
 from typing import Any
 
 from shared.shopsim.reward import no_purchase_breakdown, reward_detail, score_purchase
 from shared.shopsim.site import Site, SiteConfig
 from shared.shopsim.task import Task
 from shared.shopsim.types import RewardBreakdown, StepResult, TaskView, TerminationReason
-from shared.shopsim.world import World, canonical_json
+from shared.shopsim.world import World
 
 
 class EpisodeOver(RuntimeError):
@@ -71,10 +69,13 @@ class ShopEpisode:
             raise EpisodeOver(f"episode of {self.task.task_id} is over")
         self.done = True
         self.breakdown = no_purchase_breakdown(reason)
+        # The reference shows the page the last action left when the step cap ends an episode.
+        keep = reason == "action_limit" and not self.site.config.hints
+        last_page = self.site.observation(self.steps) if keep else None
         self.site.finish()
         info = dict(_info or {})
         info["reward_detail"] = reward_detail(self.breakdown)
-        return self._result(0.0, _reason, info)
+        return self._result(0.0, _reason, info, observation=last_page)
 
     def _purchase(self, info: dict[str, Any]) -> StepResult:
         site = self.site
@@ -92,12 +93,14 @@ class ShopEpisode:
         info["selected_options"] = dict(site.selection)
         return self._result(breakdown.reward, "ok", info)
 
-    def _result(self, reward: float, reason: str, info: dict[str, Any]) -> StepResult:
+    def _result(
+        self, reward: float, reason: str, info: dict[str, Any], observation: str | None = None
+    ) -> StepResult:
         info.setdefault("page_state", self.site.describe())
         if self.done:
             info.setdefault("termination_reason", self.breakdown.termination_reason)  # type: ignore[union-attr]
         return StepResult(
-            observation=self.site.observation(self.steps),
+            observation=self.site.observation(self.steps) if observation is None else observation,
             state=self.site.public_state(self.steps),
             reward=reward,
             done=self.done,
@@ -131,8 +134,11 @@ class ShopEnv:
     def version(self) -> str:
         if self.site == self.world.site:
             return self.world.version
-        digest = hashlib.sha256(canonical_json(asdict(self.site)).encode()).hexdigest()
-        return f"{self.world.version}+site-{digest[:8]}"
+        return self.world.version_for(self.site)
+
+    @property
+    def site_style(self) -> str:
+        return self.site.style
 
     def task_ids(self, split: str) -> list[str]:
         return self.world.task_ids(split)

@@ -1,8 +1,11 @@
 """Reading and writing the public ShopSimulator product-and-task JSON layout.
 
-`products.json` is a JSON array of product records: `asin`, `title` (or `Title`), `brand` (or
-`shop_name`), `category`, `attribute` (or `Attributes`/`attributes`), bullets in
-`small_description` (or `BulletPoints`), `full_description` (or `Description`), `pricing`
+`products.json` is a JSON array of product records: `asin`, `title` (or `Title`), `shop_name`
+(the brand shown and searched; the reference drops any `brand` key while loading, so `brand` is
+read only when `shop_name` is absent), `category`, `attribute` (or `Attributes`/`attributes`),
+bullets in `small_description` (or `BulletPoints`), `sub_title` (searched in place of empty
+bullets, as the reference's search document does; never scored), `full_description` (or
+`Description`), `pricing`
 and `customization_options` ({axis: [{value, price}]}), and `instructions`: a list of
 {`instruction`, `instruction_simple`, `attributes`, `instruction_options`, `price_upper`,
 `user_persona`, `task_id`}. A record's own `user_persona` applies to its instructions unless one
@@ -131,7 +134,7 @@ def product_from_record(record: Any, index: int) -> Product:
     return Product(
         asin=asin,
         title=_text(_first(record, "title", "Title"), where, "title", required=True),
-        brand=_text(_first(record, "brand", "shop_name"), where, "brand"),
+        brand=_text(_first(record, "shop_name", "brand"), where, "shop_name"),
         category=_text(_first(record, "category", "product_category"), where, "category"),
         attributes=_text_list(
             _first(record, "attribute", "Attributes", "attributes"), where, "attribute"
@@ -144,6 +147,7 @@ def product_from_record(record: Any, index: int) -> Product:
         ),
         options=_options(_first(record, "customization_options", "options"), where),
         pricing=_pricing(_first(record, "pricing", "price"), where),
+        sub_title=_text_list(record.get("sub_title"), where, "sub_title"),
     )
 
 
@@ -297,11 +301,12 @@ def product_record(product: Product) -> dict[str, Any]:
     return {
         "asin": product.asin,
         "title": product.title,
-        "brand": product.brand,
+        "shop_name": product.brand,
         "category": product.category,
         "attribute": list(product.attributes),
         "small_description": list(product.bullets),
         "full_description": product.description,
+        **({"sub_title": list(product.sub_title)} if product.sub_title else {}),
         "pricing": list(product.pricing),
         "customization_options": product.raw_options(),
     }

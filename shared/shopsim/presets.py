@@ -1,6 +1,12 @@
 """Named world presets: `paper` (the reference's 3,726 / 400 / 400 split sizes), `cpu` (small,
 compact pages for a CPU demo model) and `test` (tiny, for unit tests). Worlds are cached per
-process, so every environment built from a preset shares one catalogue and index."""
+process, so every environment built from a preset shares one catalogue and index.
+
+Every preset uses the reference page style. `paper` also uses the reference's results page (20
+per page with brand, category and up to 10 key attributes). `cpu` and `test` deliberately
+shrink that page (5 / 10 results, id, title and price only): SmolLM2-135M's 8k context holds a
+whole episode only with compact pages, and CPU decoding cost grows with every prompt token.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ PRESETS: dict[str, Preset] = {
         5_000,
         {"train": 400, "val": 100, "test": 100},
         persona_detail="compact",
-        site=SiteConfig(results_per_page=5, result_details=False),
+        site=SiteConfig(results_per_page=5, result_details=False),  # compact: see above
     ),
     "test": Preset(
         1_000,

@@ -28,6 +28,14 @@ class Product:
     description: str
     options: tuple[tuple[str, tuple[OptionEntry, ...]], ...]
     pricing: tuple[float, ...]
+    # The source's `sub_title`: searched (as the reference's bullets field) when there are no
+    # bullets, never read by the reward.
+    sub_title: tuple[str, ...] = ()
+
+    @property
+    def search_bullets(self) -> tuple[str, ...]:
+        """The bullets field of the search document, as the reference builds it."""
+        return self.bullets or self.sub_title
 
     def rendered_options(self) -> dict[str, list[str]]:
         """Axis -> the values as shown and clicked (lower-case, `/` as ` | `)."""

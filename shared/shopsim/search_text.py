@@ -91,7 +91,7 @@ def product_fields(product: Product) -> dict[str, str]:
         "model": model_text(product.title),
         "attributes": " ".join(product.attributes),
         "options": " ".join(option_texts(product)),
-        "bullets": " ".join(product.bullets),
+        "bullets": " ".join(product.search_bullets),
     }
 
 
@@ -141,5 +141,5 @@ class FieldTokenizer(Generic[T]):
             convert(_model_tokens(title)),
             field(4, product.attributes),
             field(5, tuple(option_texts(product))),
-            field(6, product.bullets),
+            field(6, product.search_bullets),
         )

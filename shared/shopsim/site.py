@@ -1,10 +1,20 @@
 """The text shop: page state machine, actions and observations of one episode.
 
 Pages: search home (the only page that accepts `search[...]`) -> results (`click` a product id,
-`next >`, `< prev`, `back to search`) -> product (`click` `axis=value`, `attributes`, `< prev`,
+`next >`, `< prev`, `back to search`) -> product (`click` `axis=value`, `< prev`,
 `back to search`, and `buy now` once every axis is chosen) -> done. An invalid action consumes
 a step, leaves the page as it was and reports a reason code. Observations are rendered from
 the public state only; the goal never reaches this module.
+
+Two page styles (`SiteConfig.style`):
+
+* `reference` (the default): what the reference environment shows. Page text carries no step
+  counter and no action syntax (the protocol belongs in the system prompt), a click must name
+  a clickable label exactly, prices are the listing's raw numbers (`63.99 to 75.99`), there
+  is no `attributes` page, and an episode cut by the step cap keeps its last page.
+* `hints`: this project's earlier variant: `Step N of 30.` and `use search[your query]` in the
+  text, clicks matched up to case and spacing, `$x.xx` prices, an `attributes` page (one step
+  to re-read the key attributes), and a `finished` page after the step cap.
 """
 
 from __future__ import annotations
@@ -18,13 +28,14 @@ from shared.shopsim.reward import PriceResolution, resolve_sku_price
 from shared.shopsim.search import SearchIndex
 from shared.shopsim.types import Page, PublicState, ReasonCode
 
-OBSERVATION_VERSION = "shopsim-observation-v1"
+OBSERVATION_VERSION = "shopsim-observation-v2"  # v2: the two page styles
 BACK_TO_SEARCH = "back to search"
 NEXT_PAGE = "next >"
 PREV_PAGE = "< prev"
 ATTRIBUTES = "attributes"
 BUY_NOW = "buy now"
 OPTION_SEPARATOR = "="
+SITE_STYLES = ("reference", "hints")
 
 
 @dataclass(frozen=True)
@@ -34,10 +45,17 @@ class SiteConfig:
     top_k: int = 150
     result_details: bool = True  # brand, category and key attributes on the results page
     key_attributes: int = 10
+    style: str = "reference"  # one of SITE_STYLES (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.max_steps < 1 or self.results_per_page < 1 or self.top_k < 1:
             raise ValueError("max_steps, results_per_page and top_k must be positive")
+        if self.style not in SITE_STYLES:
+            raise ValueError(f"unknown site style {self.style!r}; choose one of {SITE_STYLES}")
+
+    @property
+    def hints(self) -> bool:
+        return self.style == "hints"
 
 
 @dataclass
@@ -114,7 +132,7 @@ class Site:
                 buttons.append(NEXT_PAGE)
             return (*buttons, *(product.asin for product in self.page_results()))
         if self.page == "item":
-            buttons = [BACK_TO_SEARCH, PREV_PAGE, ATTRIBUTES]
+            buttons = [BACK_TO_SEARCH, PREV_PAGE, *([ATTRIBUTES] if self.config.hints else [])]
             if not self.missing_axes():
                 buttons.append(BUY_NOW)
             return (*buttons, *self.option_clickables())
@@ -157,6 +175,8 @@ class Site:
     def _resolve_label(self, argument: str, clickables: tuple[str, ...]) -> str | None:
         if argument in clickables:
             return argument
+        if not self.config.hints:  # the reference accepts the exact label only
+            return None
         folded = " ".join(argument.casefold().split())
         matches = [label for label in clickables if " ".join(label.casefold().split()) == folded]
         return matches[0] if len(matches) == 1 else None
@@ -166,12 +186,14 @@ class Site:
         self._clickables = None
         return outcome
 
+    def _label_key(self, label: str) -> str:
+        """What two labels must share to name the same thing: exact, or (hints) folded."""
+        return " ".join(label.casefold().split()) if self.config.hints else label
+
     def _apply_click(self, text: str, argument: str) -> ActionOutcome:
-        folded = " ".join(argument.casefold().split())
+        folded = self._label_key(argument)
         if self.product is not None:  # on the product page and its attributes page
-            selected = {
-                " ".join(option_label(a, v).casefold().split()) for a, v in self.selection.items()
-            }
+            selected = {self._label_key(option_label(a, v)) for a, v in self.selection.items()}
             if folded in selected:
                 return ActionOutcome(text, "already_selected", f"{argument} is already selected")
             if folded == BUY_NOW and self.missing_axes():
@@ -233,6 +255,20 @@ class Site:
         self.page = "done"
         self._clickables = None
 
+    def price_text(self, value: float) -> str:
+        """A price as this style prints it: the raw number (reference) or `$x.xx` (hints)."""
+        return format_price(value) if self.config.hints else str(value)
+
+    def listing_price_text(self, product: Product) -> str:
+        """The listing price: `$a to $b` (hints), or as the reference loader tags it (`a`, or
+        `a to b` whenever the listing has two prices)."""
+        if self.config.hints:
+            return product.listing_price_text()
+        pricing = product.pricing
+        if not pricing:
+            return "n/a"
+        return str(pricing[0]) if len(pricing) == 1 else f"{pricing[0]} to {pricing[1]}"
+
     # -- observation ------------------------------------------------------------------------
     def observation(self, step: int) -> str:
         renderer = {
@@ -248,9 +284,11 @@ class Site:
             status = "ok" if outcome.ok else f"invalid ({outcome.reason})"
             detail = f": {outcome.message}" if outcome.message and not outcome.ok else ""
             lines += ["", f"Last action: {outcome.text} -> {status}{detail}"]
-        lines.append(f"Step {step} of {self.config.max_steps}.")
+        if self.config.hints:
+            lines.append(f"Step {step} of {self.config.max_steps}.")
         if self.page == "search":
-            lines.append("Search: available (use search[your query])")
+            hint = " (use search[your query])" if self.config.hints else ""
+            lines.append(f"Search: available{hint}")
         clickables = self.clickables()
         if clickables:
             lines.append("Clickable:")
@@ -275,7 +313,7 @@ class Site:
         ]
         for rank, product in enumerate(shown, start=first):
             lines.append(
-                f"{rank}. {product.asin} | {product.title} | {product.listing_price_text()}"
+                f"{rank}. {product.asin} | {product.title} | {self.listing_price_text(product)}"
             )
             if self.config.result_details:
                 lines.append(f"   brand: {product.brand} | category: {product.category}")
@@ -288,8 +326,8 @@ class Site:
         assert self.product is not None
         resolution = self.price_resolution
         if resolution is not None and resolution.verifiable and resolution.price is not None:
-            return format_price(resolution.price)
-        return self.product.listing_price_text()
+            return self.price_text(resolution.price)
+        return self.listing_price_text(self.product)
 
     def _product_header(self, page_name: str) -> list[str]:
         product = self.product

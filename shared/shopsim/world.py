@@ -14,7 +14,7 @@ from shared.shopsim.search import SEARCH_VERSION, SearchIndex, build_index
 from shared.shopsim.site import OBSERVATION_VERSION, SiteConfig
 from shared.shopsim.task import SPLITS, Task
 
-ENV_VERSION = "shopsim-v1"
+ENV_VERSION = "shopsim-v2"  # v2: reference pages and tokenizer (docs/shopsim.md)
 
 
 def canonical_json(value: Any) -> str:
@@ -75,7 +75,7 @@ class World:
             raise KeyError(f"unknown split {split!r}; known: {sorted(self._splits)}")
         return list(self._splits[split])
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self, site: SiteConfig | None = None) -> dict[str, Any]:
         """What the version string fingerprints: data, splits, search and page settings."""
         return {
             "env_version": ENV_VERSION,
@@ -86,13 +86,18 @@ class World:
             "split_sizes": {split: len(self.task_ids(split)) for split in SPLITS},
             "search": {"version": SEARCH_VERSION, "engine": self.engine},
             "observation_version": OBSERVATION_VERSION,
-            "site": asdict(self.site),
+            "site": asdict(site or self.site),
         }
+
+    def version_for(self, site: SiteConfig) -> str:
+        """`shopsim-v2:<name>:<site style>:<12 hex>`: equal strings mean identical
+        environments. The style is spelled out so every trajectory's provenance (which
+        records this string) says which pages the policy saw."""
+        digest = hashlib.sha256(canonical_json(self.manifest(site)).encode()).hexdigest()
+        return f"{ENV_VERSION}:{self.name}:{site.style}:{digest[:12]}"
 
     @property
     def version(self) -> str:
-        """`shopsim-v1:<name>:<12 hex>`: equal strings mean identical environments."""
         if self._version is None:
-            digest = hashlib.sha256(canonical_json(self.manifest()).encode()).hexdigest()
-            self._version = f"{ENV_VERSION}:{self.name}:{digest[:12]}"
+            self._version = self.version_for(self.site)
         return self._version

@@ -98,3 +98,10 @@ def test_budget_is_never_below_the_gold_price() -> None:
 def test_too_small_catalogue_is_refused() -> None:
     with pytest.raises(ValueError, match="too small"):
         generate_tasks(generate_catalog(100, 0), TaskSettings({"train": 500}))
+
+
+def test_products_have_no_bullets_and_the_title_as_description() -> None:
+    """As in the reference's frozen data (its ENVIRONMENT.md): what search indexes and what
+    the attribute reward's text fallback reads."""
+    for product in generate_catalog(500, 3).catalog:
+        assert product.bullets == () and product.description == product.title

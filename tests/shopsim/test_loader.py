@@ -67,11 +67,42 @@ def test_chinese_public_layout_loads_and_plays(tmp_path: Path) -> None:
     episode.step("click[B0CHINA001]")
     episode.step("click[颜色分类=白色]")
     result = episode.step("click[尺码=s | 均码]")
-    assert "$1,999.00" in result.observation
+    assert "Price: 1999.0\n" in result.observation  # the reference's raw number
     result = episode.step("click[buy now]")
     assert (
         result.breakdown.r_success == 1 and result.breakdown.price_method == "selected_price_axis"
     )
+
+
+def test_shop_name_is_the_brand_and_sub_title_is_searched_not_scored(tmp_path: Path) -> None:
+    """The reference drops `brand` while loading (the page and search show `shop_name`) and
+    searches `sub_title` when a product has no bullets; the reward never reads it."""
+    mouse = {
+        "asin": "B0MOUSE001",
+        "title": "无线鼠标",
+        "shop_name": "店铺甲",
+        "brand": "品牌乙",
+        "category": "电脑›外设›鼠标",
+        "attribute": ["静音"],
+        "sub_title": ["人体工学设计"],
+        "pricing": [59.0],
+        "instructions": [{"task_id": 1, "instruction": "买静音鼠标", "attributes": ["人体工学"]}],
+    }
+    world = load_world_dir(_write(tmp_path, [mouse, PRODUCTS[1]]))
+    product = world.catalog["B0MOUSE001"]
+    assert product.brand == "店铺甲" and product.bullets == ()
+    env = ShopEnv(world)
+    episode, _ = env.reset("task-000001")
+    assert "B0MOUSE001" in episode.step("search[人体工学]").state.clickables
+    episode.step("click[back to search]")
+    assert "B0MOUSE001" not in episode.step("search[品牌乙]").state.clickables
+    episode.step("click[back to search]")
+    result = episode.step("search[店铺甲]")
+    assert "B0MOUSE001" in result.state.clickables
+    episode.step("click[B0MOUSE001]")
+    result = episode.step("click[buy now]")
+    # "人体工学" is only in sub_title: the attribute reward's text fallback does not see it
+    assert result.breakdown.r_att == 0.0
 
 
 def test_without_a_splits_file_tasks_split_by_gold(tmp_path: Path) -> None:
