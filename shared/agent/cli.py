@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import statistics
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated
@@ -189,6 +191,100 @@ def rollout(
         "out": str(out),
     }
     typer.echo(json.dumps(summary, indent=2))
+
+
+def _served_identity(model: str, cache_dir: Path | None) -> tuple[str, str | None, str]:
+    """(model path or hub name, published checkpoint id or None, default served name)."""
+    from shared.agent.models import DEFAULT_CACHE, IDENTITY_FILE, model_identity, resolve_model
+
+    if model in ("smollm2", "tiny") or Path(model).is_dir():
+        path = resolve_model(model, cache_dir or DEFAULT_CACHE)
+        if (path / IDENTITY_FILE).exists():  # a prepared model declares its weights' hash
+            identity = model_identity(path)
+            name = model if model in ("smollm2", "tiny") else identity["model_id"]
+            return str(path), identity["checkpoint_id"], name
+        return str(path), None, path.name
+    return model, None, model  # a hub name: the server downloads it
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Argument(help="smollm2, tiny, a model dir, or a hub name")],
+    python: Annotated[
+        str | None,
+        typer.Option(help="interpreter with vLLM (default: $INTRASKILL_VLLM_PYTHON, .venv-vllm)"),
+    ] = None,
+    host: Annotated[str, typer.Option()] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="0 picks a free port")] = 8000,
+    served_model_name: Annotated[
+        str | None, typer.Option(help="the name requests use (default: the model's)")
+    ] = None,
+    checkpoint_id: Annotated[
+        str | None,
+        typer.Option(help="identity of the served weights (default: a prepared model's hash)"),
+    ] = None,
+    dtype: Annotated[str, typer.Option(help="float32 on a CPU; bfloat16 on a GPU")] = "auto",
+    seed: Annotated[int, typer.Option()] = 0,
+    tool_call_parser: Annotated[
+        str, typer.Option(help="hermes (Qwen2.5/SmolLM-style), qwen3_coder (Qwen3.5); '' for none")
+    ] = "hermes",
+    reasoning_parser: Annotated[str | None, typer.Option(help="qwen3 for thinking models")] = None,
+    max_model_len: Annotated[int | None, typer.Option()] = None,
+    gpu_memory_utilization: Annotated[float | None, typer.Option()] = None,
+    tensor_parallel_size: Annotated[int, typer.Option(min=1)] = 1,
+    vllm_arg: Annotated[
+        list[str] | None, typer.Option(help="one more vLLM argument (repeatable)")
+    ] = None,
+    log_file: Annotated[Path | None, typer.Option(help="server output (default: inherit)")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for /health")] = 900.0,
+    cache_dir: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
+) -> None:
+    """Serve MODEL with vLLM's OpenAI server and the runtime's flags; prints the base URL."""
+    from shared.agent.serve import ServeOptions, free_port, start_server
+
+    path, published, default_name = _served_identity(model, cache_dir)
+    options = ServeOptions(
+        model=path,
+        served_model_name=served_model_name or default_name,
+        checkpoint_id=checkpoint_id or published,
+        dtype=dtype,
+        seed=seed,
+        host=host,
+        port=port or free_port(host),
+        tool_call_parser=tool_call_parser or None,
+        reasoning_parser=reasoning_parser,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        tensor_parallel_size=tensor_parallel_size,
+        extra_args=tuple(vllm_arg or ()),
+    )
+    if options.checkpoint_id is None:
+        typer.echo("no checkpoint id published: clients must pass --checkpoint-id", err=True)
+    server = start_server(options, python=python, log=log_file, timeout_s=timeout)
+    # One line a script can read, then the details.
+    typer.echo(f"base_url: {server.base_url}")
+    typer.echo(
+        json.dumps(
+            {
+                "base_url": server.base_url,
+                "model": options.served_model_name,
+                "checkpoint_id": options.checkpoint_id,
+                "pid": server.process.pid,
+            }
+        )
+    )
+    sys.stdout.flush()
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the server too, not just this launcher
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
 
 
 def main(argv: list[str]) -> int:

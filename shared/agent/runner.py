@@ -175,6 +175,9 @@ class RolloutEngine:
                 f"{backend.model_id}'s chat template renders no tools; "
                 f"prompt {self.layout.version} needs them"
             )
+        prepare = getattr(backend, "prepare", None)
+        if prepare is not None:  # a server backend checks once what the run relies on
+            prepare(self.layout.protocol, self.config.decoding)
         self.stats = RolloutStats()
 
     # -- public -----------------------------------------------------------------------------
@@ -377,7 +380,10 @@ class RolloutEngine:
                 prompt_ids = item.prompt.ids
                 used = len(prompt_ids)
             else:
-                used = item.estimated_context
+                # The server renders the prompt; a backend that counts it keeps the cap exact.
+                count = getattr(self.backend, "count_prompt", None)
+                counted = count(item.messages, tools, decoding) if count else None
+                used = item.estimated_context if counted is None else counted
         except Exception as error:
             self._end_unscored(item, f"prompt rendering failed: {type(error).__name__}: {error}")
             return None

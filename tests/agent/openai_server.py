@@ -1,7 +1,10 @@
-"""A small OpenAI-compatible chat server over the tiny transformers model, run in-process by tests.
+"""Test double: a fake OpenAI-compatible (vLLM-flavoured) chat server over the tiny transformers
+model, run in-process by tests.
 
 It exercises the real `OpenAIBackend` client end to end (HTTP, JSON, tool calls, token ids,
-log-probs) and can misbehave on purpose: answer 503 a few times, be slow, or reject requests.
+log-probs, `/v1/models`, `/tokenize`, `top_logprobs`) and can misbehave on purpose: answer 503 a
+few times, be slow, reject requests, refuse tools, or return untempered log-probs as vLLM does by
+default (`raw_logprobs`). The real server is tested in tests/agent/test_vllm_server.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ class Behaviour:
         self.fail_status = 503
         self.delay_s = 0.0
         self.drop_token_ids = False
+        self.logprobs_mode = "processed_logprobs"  # or "raw_logprobs", vLLM's default
+        self.tool_choice_enabled = True  # False: as vLLM without --enable-auto-tool-choice
+        self.prompt_tokens_details = True  # False: as vLLM without --enable-prompt-tokens-details
+        self.served_names = ["tiny"]
+        self.template_drops_tools = False  # as SmolLM2's chat template
         self.calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -37,6 +45,25 @@ class Behaviour:
 def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
     app = FastAPI()
     counter_lock, model_lock = threading.Lock(), threading.Lock()
+    renderer = backend.renderer
+
+    def log_softmax(ids: list[int], temperature: float) -> Any:
+        """Log-probs of the next token after every position of `ids` (float64)."""
+        import torch
+
+        with model_lock, torch.no_grad():
+            logits = backend.model(input_ids=torch.tensor([ids])).logits[0].double()
+        return torch.log_softmax(logits / temperature, dim=-1)
+
+    @app.get("/v1/models")
+    def models() -> Any:
+        return {"object": "list", "data": [{"id": name} for name in behaviour.served_names]}
+
+    @app.post("/tokenize")
+    def tokenize(body: dict[str, Any]) -> Any:
+        tools = None if behaviour.template_drops_tools else body.get("tools")
+        ids = renderer.prompt(body["messages"], tools, None).ids
+        return {"count": len(ids), "tokens": list(ids), "max_model_len": 4096}
 
     @app.post("/v1/chat/completions")
     def complete(body: dict[str, Any]) -> Any:
@@ -53,6 +80,12 @@ def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
                 return JSONResponse(
                     {"error": "scripted failure"}, status_code=behaviour.fail_status
                 )
+            if body.get("tools") and not behaviour.tool_choice_enabled:
+                message = (
+                    '"auto" tool choice requires --enable-auto-tool-choice and '
+                    "--tool-call-parser to be set"
+                )
+                return JSONResponse({"error": {"message": message}}, status_code=400)
             decoding = DecodingConfig(
                 temperature=body["temperature"],
                 top_p=body["top_p"],
@@ -60,7 +93,6 @@ def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
                 max_new_tokens=body["max_tokens"],
                 seed=body.get("seed"),
             )
-            renderer = backend.renderer
             prompt = renderer.prompt(body["messages"], body.get("tools"), None)
             key = uuid.uuid4().hex
             request = TurnRequest(
@@ -69,6 +101,19 @@ def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
             with model_lock:
                 [output] = backend.generate([request], decoding)
                 backend.release(key)
+            logprobs = list(output.logprobs)
+            raw = behaviour.logprobs_mode == "raw_logprobs"
+            top = int(body.get("top_logprobs") or 0)
+            if raw or top:
+                # Raw mode reports the untempered distribution; top_logprobs come from the same
+                # mode's distribution at the first generated position.
+                scale = 1.0 if raw else (body["temperature"] or 1.0)
+                table = log_softmax(list(prompt.ids) + list(output.token_ids), scale)
+                start = len(prompt.ids) - 1
+                if raw:
+                    logprobs = [
+                        float(table[start + i, token]) for i, token in enumerate(output.token_ids)
+                    ]
             message: dict[str, Any] = {"role": "assistant", "content": output.text}
             if body.get("tools"):
                 calls, content, broken = _parse_tool_call_text(output.text)
@@ -89,10 +134,16 @@ def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
                 "logprobs": {
                     "content": [
                         {"token": str(t), "logprob": lp}
-                        for t, lp in zip(output.token_ids, output.logprobs, strict=True)
+                        for t, lp in zip(output.token_ids, logprobs, strict=True)
                     ]
                 },
             }
+            if top:
+                values, ids = table[start].topk(top)
+                choice["logprobs"]["content"][0]["top_logprobs"] = [
+                    {"token": str(int(i)), "logprob": float(v)}
+                    for v, i in zip(values, ids, strict=True)
+                ]
             data: dict[str, Any] = {
                 "id": "cmpl-" + key,
                 "object": "chat.completion",
@@ -102,6 +153,8 @@ def make_app(backend: Any, behaviour: Behaviour) -> FastAPI:
                     "completion_tokens": len(output.token_ids),
                 },
             }
+            if behaviour.prompt_tokens_details:
+                data["usage"]["prompt_tokens_details"] = {"cached_tokens": 0}
             if not behaviour.drop_token_ids:
                 choice["token_ids"] = list(output.token_ids)
                 data["prompt_token_ids"] = list(prompt.ids)

@@ -7,10 +7,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest  # noqa: E402
-from shared.agent.backends.openai_backend import OpenAIBackend, parse_completion  # noqa: E402
+from shared.agent.backends.openai_backend import (  # noqa: E402
+    OpenAIBackend,
+    ServerCheckError,
+    logprob_mode,
+    parse_completion,
+)
 from shared.agent.backends.transformers_backend import TransformersBackend  # noqa: E402
 from shared.agent.decoding import DecodingConfig  # noqa: E402
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes  # noqa: E402
+from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes  # noqa: E402
 from tests.agent.doubles import ScriptedShop  # noqa: E402
 from tests.agent.openai_server import Behaviour, ServerThread, make_app  # noqa: E402
 
@@ -44,6 +49,11 @@ def client(served, **kwargs) -> OpenAIBackend:
     return OpenAIBackend(server.base_url, "tiny", checkpoint_id="tiny-ckpt", **kwargs)
 
 
+def episode_bodies(behaviour) -> list[dict]:
+    """The episodes' requests, less the start-up probes (which ask for one token, no `n`)."""
+    return [body for body in behaviour.bodies if "n" in body]
+
+
 def test_rollout_over_http_keeps_exact_tokens(served, behaviour) -> None:
     _, _, model_backend = served
     backend = client(served, concurrency=3)
@@ -75,7 +85,7 @@ def test_rollout_over_http_keeps_exact_tokens(served, behaviour) -> None:
                     assert segment.logprobs[position] == pytest.approx(
                         float(logprobs[position - 1, token]), abs=1e-8
                     )
-    body = behaviour.bodies[0]
+    body = episode_bodies(behaviour)[0]
     assert body["temperature"] == 1.0 and body["max_tokens"] == 16 and body["logprobs"] is True
     assert body["seed"] is not None and body["return_token_ids"] is True and "tools" not in body
     assert behaviour.max_in_flight <= 3
@@ -87,9 +97,9 @@ def test_tools_are_sent_and_calls_read(served, behaviour) -> None:
     )
     [trajectory] = run_episodes(ScriptedShop(), client(served), [EpisodeSpec("t", 1)], config)
     assert trajectory.scored
-    tools = behaviour.bodies[0]["tools"]
-    assert [tool["function"]["name"] for tool in tools] == ["search", "click"]
-    assert behaviour.bodies[0]["tool_choice"] == "auto"
+    body = episode_bodies(behaviour)[0]
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["search", "click"]
+    assert body["tool_choice"] == "auto"
 
 
 def test_retries_then_success(served, behaviour) -> None:
@@ -101,13 +111,20 @@ def test_retries_then_success(served, behaviour) -> None:
 
 
 def test_failures_become_unscored_episodes(served, behaviour) -> None:
-    behaviour.fail_first = 10**6
     config = RolloutConfig(prompt_version="shopsim-compact-en-text-v1", decoding=DECODING)
-    [trajectory] = run_episodes(
-        ScriptedShop(), client(served, retries=1), [EpisodeSpec("t", 1)], config
-    )
+    engine = RolloutEngine(ScriptedShop(), client(served, retries=1), config)
+    behaviour.__init__()
+    behaviour.fail_first = 10**6  # the server breaks after the start-up checks passed
+    [trajectory] = engine.run([EpisodeSpec("t", 1)])
     assert not trajectory.scored and "gave up after 2 attempts" in trajectory.error
     assert behaviour.calls == 2
+
+
+def test_an_unreachable_server_fails_the_run_at_start(served, behaviour) -> None:
+    behaviour.fail_first = 10**6
+    config = RolloutConfig(prompt_version="shopsim-compact-en-text-v1", decoding=DECODING)
+    with pytest.raises(ServerCheckError, match="HTTP 503"):
+        RolloutEngine(ScriptedShop(), client(served, retries=1), config)
 
 
 def test_client_errors_are_not_retried(served, behaviour) -> None:
@@ -190,9 +207,130 @@ def test_make_backend(tiny_dir) -> None:
     backend = make_backend("transformers", str(tiny_dir), checkpoint_id="step-7")
     assert isinstance(backend, TransformersBackend) and backend.checkpoint_id == "step-7"
     remote = make_backend("openai", "served-name", base_url="http://127.0.0.1:9/v1")
-    assert isinstance(remote, OpenAIBackend) and remote.checkpoint_id == "served-name"
+    # Never the served name: unknown until the server publishes it or the caller passes it.
+    assert isinstance(remote, OpenAIBackend) and remote.checkpoint_id is None
     remote.close()
     with pytest.raises(ValueError, match="base_url"):
         make_backend("openai", "m")
     with pytest.raises(ValueError, match="unknown backend"):
         make_backend("sglang", str(tiny_dir))
+
+
+TEXT = "shopsim-compact-en-text-v1"
+TOOLS = "shopsim-compact-en-tools-v1"
+TEMPERED = DecodingConfig(temperature=0.6, max_new_tokens=16, seed=1)
+
+
+def recompute(model_backend, segment, temperature: float) -> list[tuple[float, float]]:
+    """(recorded, log_softmax(logits / T)) for every generated token of a segment."""
+    with torch.no_grad():
+        logits = model_backend.model(input_ids=torch.tensor([segment.token_ids])).logits[0]
+    table = torch.log_softmax(logits.double() / temperature, dim=-1)
+    return [
+        (segment.logprobs[i], float(table[i - 1, token]))
+        for i, (token, mask) in enumerate(zip(segment.token_ids, segment.loss_mask, strict=True))
+        if mask
+    ]
+
+
+def test_logprob_mode_tells_tempered_from_untempered() -> None:
+    # Log-prob gaps between tokens are logit gaps / T: at T = 0.5 they double.
+    at_one = [-0.1, -1.1, -2.6]
+    assert logprob_mode(at_one, [-0.01, -2.01, -5.01], 0.5) == "processed"
+    assert logprob_mode(at_one, at_one, 0.5) == "untempered"
+    assert logprob_mode(at_one, [-0.01, -3.0, -4.0], 0.5) == "unverifiable"
+    assert logprob_mode([-1.0, -1.01], [-1.0, -1.02], 0.5) == "unverifiable"  # no gap to see
+
+
+def test_tempered_logprobs_are_verified_and_exact(served, behaviour) -> None:
+    _, _, model_backend = served
+    config = RolloutConfig(prompt_version=TEXT, decoding=TEMPERED, max_turns=2)
+    trajectories = run_episodes(
+        ScriptedShop(), client(served), [EpisodeSpec(f"t{i}", i) for i in range(2)], config
+    )
+    assert all(t.scored and t.exact_tokens for t in trajectories)
+    for trajectory in trajectories:
+        for recorded, expected in recompute(model_backend, trajectory.segments[0], 0.6):
+            assert recorded == pytest.approx(expected, abs=1e-8)
+
+
+def test_untempered_logprobs_refuse_the_run_once(served, behaviour) -> None:
+    behaviour.logprobs_mode = "raw_logprobs"
+    config = RolloutConfig(prompt_version=TEXT, decoding=TEMPERED)
+    with pytest.raises(ServerCheckError, match="--logprobs-mode processed_logprobs"):
+        RolloutEngine(ScriptedShop(), client(served), config)
+    assert behaviour.calls <= 2  # the probe, not an episode
+
+
+def test_untempered_logprobs_can_be_marked_inexact(served, behaviour) -> None:
+    behaviour.logprobs_mode = "raw_logprobs"
+    config = RolloutConfig(prompt_version=TEXT, decoding=TEMPERED, max_turns=2)
+    backend = client(served, untempered_logprobs="mark")
+    [trajectory] = run_episodes(ScriptedShop(), backend, [EpisodeSpec("t", 1)], config)
+    assert trajectory.scored and not trajectory.exact_tokens and trajectory.segments == []
+
+
+def test_at_temperature_one_any_mode_is_exact(served, behaviour) -> None:
+    behaviour.logprobs_mode = "raw_logprobs"  # raw = processed when T = 1
+    config = RolloutConfig(prompt_version=TEXT, decoding=DECODING, max_turns=1)
+    [trajectory] = run_episodes(ScriptedShop(), client(served), [EpisodeSpec("t", 1)], config)
+    assert trajectory.exact_tokens
+
+
+def test_a_server_without_tool_choice_fails_once_at_start(served, behaviour) -> None:
+    behaviour.tool_choice_enabled = False
+    config = RolloutConfig(prompt_version=TOOLS, decoding=DECODING)
+    with pytest.raises(ServerCheckError, match="--enable-auto-tool-choice"):
+        RolloutEngine(ScriptedShop(), client(served), config)
+    assert behaviour.calls == 1
+
+
+def test_a_template_without_tools_is_refused_for_tool_layouts(served, behaviour) -> None:
+    behaviour.template_drops_tools = True
+    config = RolloutConfig(prompt_version=TOOLS, decoding=DECODING)
+    with pytest.raises(ServerCheckError, match="renders no tools"):
+        RolloutEngine(ScriptedShop(), client(served), config)
+    RolloutEngine(ScriptedShop(), client(served), RolloutConfig(prompt_version=TEXT))  # text: fine
+
+
+def test_context_cap_holds_on_the_server_path(served, behaviour) -> None:
+    backend = client(served)
+    first = RolloutEngine(ScriptedShop(), backend, RolloutConfig(prompt_version=TEXT))
+    first_prompt = first.run([EpisodeSpec("t", 0)])[0].segments[0].loss_mask.index(1)
+    cap = first_prompt + 20  # room for the first turn only: later turns must be cut short
+    decoding = DECODING.with_(context_cap=cap, max_new_tokens=16)
+    config = RolloutConfig(prompt_version=TEXT, decoding=decoding, max_turns=6)
+    trajectories = run_episodes(
+        ScriptedShop(), backend, [EpisodeSpec(f"t{i}", i) for i in range(3)], config
+    )
+    assert all(t.scored for t in trajectories)
+    assert all(len(s.token_ids) <= cap for t in trajectories for s in t.segments)
+    assert any(t.termination == "generation_length" for t in trajectories)
+
+
+def test_prompt_count_matches_the_served_prompt(served, behaviour) -> None:
+    backend = client(served)
+    messages = [{"role": "system", "content": "shop"}, {"role": "user", "content": "buy a hat"}]
+    [output] = backend.generate([TurnRequest("k", tuple(messages), None, 4, 0)], DECODING)
+    assert backend.count_prompt(messages, None, DECODING) == len(output.prompt_ids)
+
+
+def test_checkpoint_id_is_the_published_identity_or_refused(served, behaviour) -> None:
+    server, _, _ = served
+    config = RolloutConfig(prompt_version=TEXT, decoding=DECODING, max_turns=1)
+    unnamed = OpenAIBackend(server.base_url, "tiny", backoff_s=0.01)
+    with pytest.raises(ServerCheckError, match="pass checkpoint_id"):
+        RolloutEngine(ScriptedShop(), unnamed, config)
+    behaviour.served_names = ["tiny", "checkpoint:tiny-seed0-abc"]
+    published = OpenAIBackend(server.base_url, "tiny", backoff_s=0.01)
+    [trajectory] = run_episodes(ScriptedShop(), published, [EpisodeSpec("t", 1)], config)
+    assert trajectory.provenance.checkpoint_id == "tiny-seed0-abc"
+    with pytest.raises(ServerCheckError, match="not 'other'"):
+        RolloutEngine(ScriptedShop(), OpenAIBackend(server.base_url, "other"), config)
+
+
+def test_a_server_that_hides_cached_tokens_is_noticed(served, behaviour) -> None:
+    behaviour.prompt_tokens_details = False
+    backend = client(served)
+    RolloutEngine(ScriptedShop(), backend, RolloutConfig(prompt_version=TEXT, decoding=TEMPERED))
+    assert backend.reports_cached_tokens is False
