@@ -1,0 +1,305 @@
+"""The policy the trainer owns: weights, token log-probs, and the GRPO update.
+
+One rollout step admits `groups_admitted` groups; their episodes, in group order, are cut into
+global batches of `global_batch` episodes (a whole number of groups), one optimizer update each.
+Before the first update every sample's log-probs are recomputed with the weights that sampled
+them ("old" log-probs); both updates of the step use those, so the second update's ratio
+measures how far the first one moved the policy. The backend's sampling log-probs are kept only
+for the mismatch metric (sampler vs trainer numerics).
+
+TRL pieces used: `selective_log_softmax` (per-token log-probs without materialising the full
+log-softmax) and `entropy_from_logits`. The loss is ours (`loss.py`), as is the batching.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+
+from services.trainer.config import TrainerConfig
+from services.trainer.loss import clipped_surrogate_loss
+from shared.agent.advantage import TrainingSample
+
+OPTIMIZER_FILE = "optimizer.pt"
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one rollout step's updates measured (means over updates)."""
+
+    loss: float
+    clip_fraction: float
+    grad_norm: float
+    entropy: float
+    logprob_mismatch: float
+    """mean |trainer old log-prob - sampling log-prob| over generated tokens"""
+    kl_to_old: float
+    """mean (old - new) log-prob on generated tokens after the step's updates (slime's ppo_kl)"""
+    updates: int
+    samples: int
+    generated_tokens: int
+    tokens: int
+    old_logprobs_s: float
+    update_s: float
+
+
+def micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Sample indices packed longest first so that rows x longest row <= budget per batch."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= budget:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+class Policy:
+    """A causal LM with its AdamW optimizer; `model` is what the rollout backend samples from."""
+
+    def __init__(self, model: Any, tokenizer: Any, config: TrainerConfig, temperature: float):
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.temperature = temperature if temperature > 0 else 1.0
+        self.device = next(model.parameters()).device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            trainable,
+            lr=config.lr,
+            betas=tuple(config.betas),  # type: ignore[arg-type]
+            weight_decay=config.weight_decay,
+        )
+        self.reference = None
+        if config.kl_coef > 0:  # a frozen copy of the starting weights, only when asked for
+            import copy
+
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+
+    @classmethod
+    def load(cls, path: str | Path, config: TrainerConfig, temperature: float) -> Policy:
+        """Weights from a local HF folder (never a hub download), optional LoRA adapters."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=getattr(torch, config.dtype), local_files_only=True
+        ).to(config.device)
+        if config.lora.enabled:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=config.lora.rank,
+                    lora_alpha=config.lora.alpha,
+                    lora_dropout=config.lora.dropout,
+                    target_modules=list(config.lora.target_modules),
+                    task_type="CAUSAL_LM",
+                ),
+            )
+        return cls(model, tokenizer, config, temperature)
+
+    # -- log-probs --------------------------------------------------------------------------
+
+    def _forward(
+        self, rows: Sequence[Sequence[int]], model: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probs [B, T] (position t scores token t given < t; position 0 is 0) and
+        entropies [B, T] of right-padded rows."""
+        model = model or self.model
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+            attention[index, : len(row)] = 1
+        ids, attention = ids.to(self.device), attention.to(self.device)
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+        logits = logits / self.temperature  # the sampler's distribution: log_softmax(logits / T)
+        logprobs = selective_log_softmax(logits, ids[:, 1:])
+        zero = torch.zeros((len(rows), 1), dtype=logprobs.dtype, device=logprobs.device)
+        # the entropy keeps its graph only when an entropy bonus trains on it
+        bonus = self.config.entropy_coef > 0 and torch.is_grad_enabled()
+        with torch.set_grad_enabled(bonus):
+            entropy = torch.cat(
+                [zero, entropy_from_logits(logits if bonus else logits.detach())], 1
+            )
+        return torch.cat([zero, logprobs], dim=1), entropy
+
+    def logprobs(
+        self, samples: Sequence[TrainingSample], model: Any = None
+    ) -> tuple[list[list[float]], float]:
+        """No-grad log-probs of every sample's tokens, and the mean entropy on generated tokens."""
+        model = model or self.model
+        model.eval()
+        rows = [sample.segment.token_ids for sample in samples]
+        out: list[list[float]] = [[] for _ in samples]
+        entropy_sum, generated = 0.0, 0
+        with torch.no_grad():
+            for batch in micro_batches([len(r) for r in rows], self.config.micro_batch_tokens):
+                logprobs, entropy = self._forward([rows[i] for i in batch], model)
+                for position, index in enumerate(batch):
+                    n = len(rows[index])
+                    out[index] = logprobs[position, :n].tolist()
+                    mask = torch.tensor(samples[index].segment.loss_mask, dtype=torch.float32)
+                    entropy_sum += float((entropy[position, :n].cpu() * mask).sum())
+                    generated += int(mask.sum())
+        return out, entropy_sum / max(generated, 1)
+
+    # -- the update -------------------------------------------------------------------------
+
+    def train_step(self, episodes: Sequence[Sequence[TrainingSample]]) -> UpdateStats:
+        """All updates of one rollout step; `episodes` holds each admitted episode's samples,
+        in group order."""
+        config = self.config
+        samples = [sample for episode in episodes for sample in episode]
+        began = time.perf_counter()
+        old, entropy = self.logprobs(samples)
+        reference = self.logprobs(samples, self.reference)[0] if self.reference else None
+        old_s = time.perf_counter() - began
+        mismatch = _mismatch(samples, old)
+
+        began = time.perf_counter()
+        index_of = {id(sample): index for index, sample in enumerate(samples)}
+        results = []
+        for start in range(0, len(episodes), config.global_batch):
+            chunk = [
+                s for episode in episodes[start : start + config.global_batch] for s in episode
+            ]
+            indices = [index_of[id(sample)] for sample in chunk]
+            results.append(self._update(chunk, [old[i] for i in indices], reference, indices))
+        update_s = time.perf_counter() - began
+        new, _ = self.logprobs(samples)
+        kl = _mean_masked_difference(samples, old, new)
+        generated = sum(sample.segment.generated_tokens for sample in samples)
+        return UpdateStats(
+            loss=sum(r[0] for r in results) / len(results),
+            clip_fraction=sum(r[1] for r in results) / len(results),
+            grad_norm=sum(r[2] for r in results) / len(results),
+            entropy=entropy,
+            logprob_mismatch=mismatch,
+            kl_to_old=kl,
+            updates=len(results),
+            samples=len(samples),
+            generated_tokens=generated,
+            tokens=sum(len(sample.segment.token_ids) for sample in samples),
+            old_logprobs_s=old_s,
+            update_s=update_s,
+        )
+
+    def _update(
+        self,
+        samples: Sequence[TrainingSample],
+        old: Sequence[Sequence[float]],
+        reference: Sequence[Sequence[float]] | None,
+        indices: Sequence[int],
+    ) -> tuple[float, float, float]:
+        """One optimizer update, micro-batched; returns (loss, clip fraction, grad norm)."""
+        config = self.config
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = {
+            "total_samples": len(samples),
+            "total_tokens": max(sum(s.segment.generated_tokens for s in samples), 1),
+        }
+        loss_sum, clip_sum = 0.0, 0.0
+        rows = [sample.segment.token_ids for sample in samples]
+        for batch in micro_batches([len(r) for r in rows], config.micro_batch_tokens):
+            logprobs, entropy = self._forward([rows[i] for i in batch])
+            width = logprobs.shape[1]
+            mask = _padded([samples[i].segment.loss_mask for i in batch], width, self.device)
+            old_t = _padded([old[i] for i in batch], width, self.device)
+            advantages = torch.tensor(
+                [samples[i].advantage for i in batch], dtype=torch.float32, device=self.device
+            )
+            out = clipped_surrogate_loss(
+                logprobs,
+                old_t,
+                advantages,
+                mask,
+                clip_low=config.clip_low,
+                clip_high=config.clip_high,
+                aggregation=config.aggregation,
+                **totals,
+            )
+            loss = out.loss
+            if self.reference is not None and reference is not None:
+                ref = _padded([reference[indices[i]] for i in batch], width, self.device)
+                # k3 estimator of KL(policy || reference) per generated token
+                delta = ref - logprobs
+                kl = torch.exp(delta) - delta - 1
+                loss = loss + config.kl_coef * _aggregate(kl, mask, config.aggregation, totals)
+            if config.entropy_coef > 0:  # a bonus: higher entropy lowers the loss
+                loss = loss - config.entropy_coef * _aggregate(
+                    entropy, mask, config.aggregation, totals
+                )
+            loss.backward()
+            loss_sum += float(loss.detach())
+            clip_sum += float(out.clip_fraction)
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in self.model.parameters() if p.requires_grad], config.grad_clip
+        )
+        self.optimizer.step()
+        self.model.eval()
+        return loss_sum, clip_sum, float(grad_norm)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def save(self, folder: Path) -> None:
+        """HF weights (safetensors) and tokenizer, plus the optimizer state for resume."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(folder, safe_serialization=True)
+        self.tokenizer.save_pretrained(folder)
+        torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
+
+    def load_optimizer(self, folder: Path) -> None:
+        path = folder / OPTIMIZER_FILE
+        if path.is_file():
+            self.optimizer.load_state_dict(torch.load(path, weights_only=True))
+
+
+def _padded(rows: Sequence[Sequence[float]], width: int, device: Any) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for index, row in enumerate(rows):
+        out[index, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return out.to(device)
+
+
+def _aggregate(values: torch.Tensor, mask: torch.Tensor, aggregation: str, totals: dict) -> Any:
+    from services.trainer.loss import aggregate
+
+    return aggregate(values, mask, aggregation, **totals)
+
+
+def _mismatch(samples: Sequence[TrainingSample], old: Sequence[Sequence[float]]) -> float:
+    total, count = 0.0, 0
+    for sample, row in zip(samples, old, strict=True):
+        for mask, sampled, recomputed in zip(
+            sample.segment.loss_mask, sample.segment.logprobs, row, strict=True
+        ):
+            if mask:
+                total += abs(recomputed - sampled)
+                count += 1
+    return total / count if count else math.nan
+
+
+def _mean_masked_difference(
+    samples: Sequence[TrainingSample],
+    old: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+) -> float:
+    total, count = 0.0, 0
+    for sample, before, after in zip(samples, old, new, strict=True):
+        for mask, a, b in zip(sample.segment.loss_mask, before, after, strict=True):
+            if mask:
+                total += a - b
+                count += 1
+    return total / count if count else math.nan
