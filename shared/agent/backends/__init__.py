@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.agent.backends.base import PolicyBackend
 
-BACKENDS = ("transformers", "vllm", "openai")
+BACKENDS = ("transformers", "vllm", "openai", "procedural")  # procedural: a test double
 
 
 def make_backend(
@@ -27,6 +27,10 @@ def make_backend(
     `model` is 'smollm2', 'tiny' or a model directory for the in-process backends, or the served
     model's name for openai (with `base_url`). Other options go to the backend's constructor.
     """
+    if kind == "procedural":  # a TEST DOUBLE that follows recognised skill chunks, no model
+        from shared.agent.backends.procedural import ProceduralPolicy
+
+        return ProceduralPolicy(model, checkpoint_id=checkpoint_id, **options)
     if kind == "openai":
         if not base_url:
             raise ValueError("the openai backend needs base_url")
