@@ -80,7 +80,8 @@ def test_failed_request_leaves_no_record(api):
     api.call("POST", "/v1/aliases", role=Role.evaluator, json=body, headers=key, expect=201)
 
 
-def test_every_write_kind_replays(api, app):
+def test_replay_answers_even_after_the_state_moved_on(api, app):
+    # (Every write operation's replay: test_registry_writes.py.)
     version = api.chunk("one")["latest"]["id"]
     bank = api.bank([version], freeze=False)
     key = {"Idempotency-Key": "freeze-1"}

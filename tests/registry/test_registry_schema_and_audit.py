@@ -1,4 +1,5 @@
-"""Alembic owns the schema (models and migrations agree); listings page; every write is audited."""
+"""Alembic owns the schema (models and migrations agree); listings page; audit entries carry
+before, after, actor and role (that every write leaves one: test_registry_writes.py)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_listings_page(api):
     api.call("GET", "/v1/chunks", role=Role.reader, params={"limit": 501}, expect=422)
 
 
-def test_every_write_leaves_an_audit_entry(api):
+def test_audit_entries_record_before_after_and_actor(api):
     chunk = api.chunk("one")
     api.json(
         "POST",
