@@ -181,12 +181,13 @@ class TantivyIndex:
         self.build_seconds = time.perf_counter() - started
 
     def search(self, query: str, k: int = 150) -> list[int]:
-        from shared.shopsim.search_text import FIELD_WEIGHTS, query_tokens
+        from shared.shopsim.search_text import FIELD_WEIGHTS, query_phrases
 
         make, should = self._tantivy.Query, self._tantivy.Occur.Should
-        clauses = [
+        clauses = [  # a phrase's tokens as separate terms: tantivy had no phrases here
             (should, make.boost_query(make.term_query(self._schema, name, token), weight))
-            for token in query_tokens(query)
+            for phrase in query_phrases(query)
+            for token in phrase
             for name, weight in FIELD_WEIGHTS.items()
         ]
         if not clauses:

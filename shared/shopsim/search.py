@@ -1,20 +1,22 @@
 """Multi-field BM25 search over the catalogue, ranked exactly as SQLite FTS5's `bm25()` ranks
-with the issue's column weights (the reference's engine); top 150; ties by product id
-ascending.
+with the reference's column weights and tokenizer (the reference's engine); top 150; ties by
+product id ascending.
 
-FTS5's bm25() (`ext/fts5/fts5_aux.c`) scores a row for a query of terms t as
+A query is a list of phrases (one per pre-token, see `search_text`). FTS5's bm25()
+(`ext/fts5/fts5_aux.c`) scores a row as
 
-    score = sum, over t in query order, of idf(t) * f * (k1 + 1) / (f + k1 * (1 - b + b * D / L))
+    score = sum over phrases p, in query order, of
+            idf(p) * f * (k1 + 1) / (f + k1 * (1 - b + b * D / L))
 
-with k1 = 1.2 and b = 0.75; idf(t) = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, where n
-counts the rows that hold t in any column; f = the sum of the column weights over t's
-occurrences in the row; D = the row's token count over all columns, unweighted; L (avgdl) =
-all tokens / N. A field's tokens are distinct (the tokenizer deduplicates), so f is the sum of
-the weights of the fields that hold t, fixed by a 7-bit field mask, and the fraction depends
-only on (mask, D). The index keeps, per term, its postings (documents in product-id order)
-with a 16-bit code into a table of those fractions; a query multiplies each by the term's idf
-and adds the products per document in query order: the floating-point operations FTS5
-performs, in its order, so the scores are equal bit for bit (tests compare them with SQLite).
+with k1 = 1.2 and b = 0.75; idf(p) = ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6, where n
+counts the rows holding p in some column; f = the column weight of each occurrence of p in the
+row, added in column then position order; D = the row's token count over all columns,
+unweighted; L (avgdl) = all tokens / N. For one-token phrases (almost all) the index keeps, per
+term, its postings (documents in product-id order) with a code into a table of the fractions
+for each (f, D) that occurs; a longer phrase (`usb-c`) is matched at query time over each
+candidate's token stream. A query multiplies each fraction by the phrase's idf and adds the
+products per document in query order: the floating-point operations FTS5 performs, in its
+order, so the scores are equal bit for bit (tests compare them with SQLite).
 """
 
 from __future__ import annotations
@@ -30,16 +32,13 @@ import numpy as np
 
 from shared.shopsim.product import Catalog
 from shared.shopsim.search_fts5 import Fts5Index
-from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, FieldTokenizer, query_tokens
+from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, FieldTokenizer, query_phrases
 
-SEARCH_VERSION = "shopsim-fts5-bm25-v2"
+SEARCH_VERSION = "shopsim-fts5-bm25-v3"  # v3: the reference's unicode61 tokenizer
 TOP_K = 150
 
-# FTS5's constants, and the order its bm25() sums a term's column weights in (column order).
-K1 = 1.2
-B = 0.75
 MIN_IDF = 1e-6
-_WEIGHTS = tuple(FIELD_WEIGHTS[name] for name in FIELDS)
+_WEIGHTS = np.array([FIELD_WEIGHTS[name] for name in FIELDS], dtype=np.float64)
 
 
 class SearchIndex(Protocol):
@@ -49,20 +48,6 @@ class SearchIndex(Protocol):
     def search(self, query: str, k: int = TOP_K) -> list[int]:
         """Catalogue positions of the top `k` products for `query`, best first."""
         ...
-
-
-def mask_frequency(mask: int) -> float:
-    """The weighted frequency FTS5 accumulates for a term held by the fields in `mask`."""
-    total = 0.0
-    for field, weight in enumerate(_WEIGHTS):
-        if mask >> field & 1:
-            total += weight
-    return total
-
-
-def saturation(frequency: float, length: float, average_length: float) -> float:
-    """FTS5 bm25()'s per-term factor without the idf, written as the C source writes it."""
-    return (frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / average_length))
 
 
 def idf(rows: int, hits: int) -> float:
@@ -85,19 +70,22 @@ class Bm25Index:
         from shared.shopsim import search_kernel
 
         self._kernel = search_kernel
-        # Exact result cache keyed by the query's tokens: siblings of a GRPO group and retries
+        # Exact result cache keyed by the query's phrases: siblings of a GRPO group and retries
         # repeat queries. 0 disables it (the speed benchmark measures cold queries).
         self.cache_size = cache_size
-        self._cache: OrderedDict[tuple[tuple[str, ...], int], list[int]] = OrderedDict()
-        self._lock = threading.Lock()  # for the cache; the kernel allocates its own buffer
+        self._cache: OrderedDict[tuple[tuple[tuple[str, ...], ...], int], list[int]] = OrderedDict()
+        self._lock = threading.Lock()  # for the cache; the kernel allocates its own buffers
         products = catalog.products
         count = len(products)
         # Documents are numbered in product-id order, so ties keep the lower document.
         order = sorted(range(count), key=lambda position: products[position].asin)
         self._positions = np.asarray(order, dtype=np.int64)
         self._vocabulary: dict[str, int] = {}
-        terms, lengths = self._tokenize(catalog, order)
-        self._postings(terms, lengths.reshape(count, len(FIELDS)))
+        # Every document's token stream, kept for phrases: fields in order, tokens in order.
+        self._terms, lengths = self._tokenize(catalog, order)
+        lengths = lengths.reshape(count, len(FIELDS))
+        self._field_starts = np.concatenate(([0], np.cumsum(lengths.ravel()))).astype(np.int64)
+        self._postings(lengths)
         self.build_seconds = time.perf_counter() - started
 
     def _tokenize(self, catalog: Catalog, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -115,62 +103,102 @@ class Bm25Index:
                 lengths.append(len(found))
         return np.frombuffer(terms, dtype=np.int32), np.frombuffer(lengths, dtype=np.int32)
 
-    def _postings(self, terms: np.ndarray, lengths: np.ndarray) -> None:
-        """Per-term postings, each with the code of its (field mask, row length) fraction."""
+    def _postings(self, lengths: np.ndarray) -> None:
+        """Per-term postings, each with the code of its (frequency, row length) fraction."""
         count = len(lengths)
-        row_lengths = lengths.sum(axis=1)
-        self._documents, masks, self._hits = self._kernel.group_postings(
-            terms, lengths, len(self._vocabulary)
+        self._row_lengths = lengths.sum(axis=1).astype(np.int64)
+        self._documents, frequencies, self._hits = self._kernel.group_postings(
+            self._terms, lengths, _WEIGHTS, len(self._vocabulary)
         )
         self._offsets = np.concatenate(([0], np.cumsum(self._hits)))
         self._rows = count
-        average = float(int(row_lengths.sum())) / float(count) if count else 1.0
-        span = int(row_lengths.max(initial=0)) + 1
-        self._codes, pairs = self._kernel.pair_codes(self._documents, masks, row_lengths, span)
-        if len(pairs) > 1 << 16:
-            raise ValueError(f"{len(pairs)} (field mask, row length) pairs exceed 16-bit codes")
+        self._average = float(int(self._row_lengths.sum())) / float(count) if count else 1.0
+        # Number the (frequency, row length) pairs that occur; a posting keeps its pair's code.
+        values, frequency_ids = np.unique(frequencies, return_inverse=True)
+        span = int(self._row_lengths.max(initial=0)) + 1
+        keys = frequency_ids.astype(np.int64) * span + self._row_lengths[self._documents]
+        pairs, codes = np.unique(keys, return_inverse=True)
+        self._codes = codes.astype(np.uint16 if len(pairs) <= 1 << 16 else np.uint32)
+        saturation = self._kernel.saturation
         self._fractions = np.array(
-            [saturation(mask_frequency(int(p) // span), float(p % span), average) for p in pairs],
+            [saturation(values[p // span], float(p % span), self._average) for p in pairs],
             dtype=np.float64,
         )
 
     def ranked(self, query: str, k: int = TOP_K) -> list[tuple[int, float]]:
         """(catalogue position, score) of the top `k` products, best first."""
-        documents, scores = self._top(query_tokens(query), k)
+        documents, scores = self._top(query_phrases(query), k)
         return list(zip(self._positions[documents].tolist(), scores.tolist(), strict=True))
 
     def search(self, query: str, k: int = TOP_K) -> list[int]:
-        tokens = query_tokens(query)
+        phrases = query_phrases(query)
         if self.cache_size <= 0:
-            return self._positions[self._top(tokens, k)[0]].tolist()
-        key = (tokens, k)
+            return self._positions[self._top(phrases, k)[0]].tolist()
+        key = (phrases, k)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
                 self._cache.move_to_end(key)
                 return list(found)
-        found = self._positions[self._top(tokens, k)[0]].tolist()
+        found = self._positions[self._top(phrases, k)[0]].tolist()
         with self._lock:
             self._cache[key] = found
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return list(found)
 
-    def _top(self, tokens: tuple[str, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _phrase(self, terms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """A multi-token phrase's documents and fractions, among the rarest token's postings."""
+        rarest = min(terms, key=lambda term: self._hits[term])
+        candidates = self._documents[self._offsets[rarest] : self._offsets[rarest + 1]]
+        return self._kernel.phrase_postings(
+            np.array(terms, dtype=np.int32),
+            candidates,
+            self._terms,
+            self._field_starts,
+            _WEIGHTS,
+            self._row_lengths,
+            self._average,
+        )
+
+    def _top(self, phrases: tuple[tuple[str, ...], ...], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Documents and scores of the top `k`, by (score desc, document asc)."""
-        # A token no product holds adds idf * 0 in FTS5: nothing, so it is left out.
-        found = [term for term in map(self._vocabulary.get, tokens) if term is not None]
-        if not found or k <= 0:
+        kinds, starts, ends, idfs = [], [], [], []
+        phrase_documents, phrase_fractions, filled = [], [], 0
+        for phrase in phrases:
+            terms = [self._vocabulary.get(token) for token in phrase]
+            # A phrase no product holds adds idf * 0 in FTS5: nothing, so it is left out.
+            if any(term is None for term in terms):
+                continue
+            if len(terms) == 1:
+                term = terms[0]
+                kinds.append(0)
+                starts.append(self._offsets[term])
+                ends.append(self._offsets[term + 1])
+                idfs.append(idf(self._rows, int(self._hits[term])))
+                continue
+            documents, fractions = self._phrase(terms)  # type: ignore[arg-type]
+            if not len(documents):
+                continue
+            kinds.append(1)
+            starts.append(filled)
+            filled += len(documents)
+            ends.append(filled)
+            idfs.append(idf(self._rows, len(documents)))
+            phrase_documents.append(documents)
+            phrase_fractions.append(fractions)
+        if not kinds or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
-        terms = np.array(found, dtype=np.int64)
-        idfs = np.array([idf(self._rows, int(self._hits[term])) for term in found])
         return self._kernel.top_k(
-            self._offsets[terms],
-            self._offsets[terms + 1],
-            idfs,
+            np.array(kinds, dtype=np.int8),
+            np.array(starts, dtype=np.int64),
+            np.array(ends, dtype=np.int64),
+            np.array(idfs, dtype=np.float64),
             self._documents,
             self._codes,
             self._fractions,
+            np.concatenate(phrase_documents) if phrase_documents else np.empty(0, np.int32),
+            np.concatenate(phrase_fractions) if phrase_fractions else np.empty(0, np.float64),
             self._rows,
             k,
             self.block,

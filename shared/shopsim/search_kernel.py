@@ -1,6 +1,6 @@
 """The compiled loops of `search.Bm25Index`: group the catalogue's field tokens into
-postings (build), and accumulate a query's postings into a score buffer, then select the top
-k by (score desc, document asc) (query).
+postings (build), find a multi-token phrase's documents (query), and accumulate a query's
+postings into a score buffer, then select the top k by (score desc, document asc) (query).
 
 numba compiles them on first use and caches the machine code beside this file. No fast-math:
 each contribution is one multiply and one add, in the order FTS5's bm25() performs them, so
@@ -13,16 +13,20 @@ import numba
 import numpy as np
 
 CHUNK = 64  # documents tested against the heap's worst score at once
+# FTS5's bm25() constants.
+K1 = 1.2
+B = 0.75
 
 
 @numba.njit(cache=True, nogil=True)
 def group_postings(
-    terms: np.ndarray, lengths: np.ndarray, vocabulary_size: int
+    terms: np.ndarray, lengths: np.ndarray, weights: np.ndarray, vocabulary_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-term postings from each document's field term ids (`terms`, documents in order,
-    fields in order within each, `lengths[document, field]` ids each): the documents holding
-    each term (grouped by term, ascending within), a bit mask of the fields holding it there,
-    and each term's document count. A counting sort: two passes, no comparison sort."""
+    """Per-term postings from each document's field tokens (`terms`, documents in order,
+    fields in order within each, `lengths[document, field]` tokens each): the documents holding
+    each term (grouped by term, ascending within), the term's weighted frequency there, and
+    each term's document count. The frequency adds the field's weight once per occurrence, in
+    field then position order: FTS5 bm25()'s sum, in its order. A counting sort: two passes."""
     hits = np.zeros(vocabulary_size, dtype=np.int64)
     last = np.full(vocabulary_size, -1, dtype=np.int64)
     at = 0
@@ -40,41 +44,66 @@ def group_postings(
         cursor[term] = total
         total += hits[term]
     documents = np.empty(total, dtype=np.int32)
-    masks = np.empty(total, dtype=np.uint8)
+    frequencies = np.zeros(total, dtype=np.float64)
     last[:] = -1
     at = 0
     for document in range(lengths.shape[0]):
         for field in range(lengths.shape[1]):
-            bit = np.uint8(1 << field)
+            weight = weights[field]
             for _ in range(lengths[document, field]):
                 term = terms[at]
                 at += 1
                 if last[term] != document:
                     last[term] = document
                     documents[cursor[term]] = document
-                    masks[cursor[term]] = bit
                     cursor[term] += 1
-                else:
-                    masks[cursor[term] - 1] |= bit
-    return documents, masks, hits
+                frequencies[cursor[term] - 1] += weight
+    return documents, frequencies, hits
 
 
 @numba.njit(cache=True, nogil=True)
-def pair_codes(
-    documents: np.ndarray, masks: np.ndarray, row_lengths: np.ndarray, span: int
+def saturation(frequency: float, length: float, average_length: float) -> float:
+    """FTS5 bm25()'s per-phrase factor without the idf, written as the C source writes it."""
+    return (frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / average_length))
+
+
+@numba.njit(cache=True, nogil=True)
+def phrase_postings(
+    phrase: np.ndarray,
+    candidates: np.ndarray,
+    terms: np.ndarray,
+    field_starts: np.ndarray,
+    weights: np.ndarray,
+    row_lengths: np.ndarray,
+    average_length: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Number the (field mask, row length) pairs that occur, as `mask * span + length` in
-    ascending order, and give each posting its pair's number."""
-    used = np.zeros(256 * span, dtype=np.int64)
-    for at in range(len(documents)):
-        used[masks[at] * span + row_lengths[documents[at]]] = 1
-    pairs = np.flatnonzero(used)
-    for number in range(len(pairs)):
-        used[pairs[number]] = number
-    codes = np.empty(len(documents), dtype=np.uint16)
-    for at in range(len(documents)):
-        codes[at] = used[masks[at] * span + row_lengths[documents[at]]]
-    return codes, pairs
+    """The documents among `candidates` (ascending; they hold one of the phrase's tokens) where
+    the token sequence `phrase` occurs inside one field, and each one's bm25 fraction. Every
+    occurrence adds its field's weight, in field then position order, as FTS5 counts phrase
+    instances."""
+    fields = weights.shape[0]
+    size = phrase.shape[0]
+    found = np.empty(candidates.shape[0], dtype=np.int32)
+    fractions = np.empty(candidates.shape[0], dtype=np.float64)
+    count = 0
+    for document in candidates:
+        frequency = 0.0
+        for field in range(fields):
+            start = field_starts[document * fields + field]
+            end = field_starts[document * fields + field + 1]
+            for at in range(start, end - size + 1):
+                same = True
+                for offset in range(size):
+                    if terms[at + offset] != phrase[offset]:
+                        same = False
+                        break
+                if same:
+                    frequency += weights[field]
+        if frequency > 0.0:
+            found[count] = document
+            fractions[count] = saturation(frequency, float(row_lengths[document]), average_length)
+            count += 1
+    return found[:count], fractions[:count]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -123,18 +152,23 @@ def _offer(
 
 @numba.njit(cache=True, nogil=True)
 def top_k(
+    phrase_kinds: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
     idfs: np.ndarray,
     documents: np.ndarray,
     codes: np.ndarray,
     fractions: np.ndarray,
+    phrase_documents: np.ndarray,
+    phrase_fractions: np.ndarray,
     rows: int,
     k: int,
     block: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Documents and scores of the best `k`, best first, for the query whose terms' postings
-    are `documents[starts[t]:ends[t]]` (ascending; codes into `fractions`), in query order.
+    """Documents and scores of the best `k`, best first, for a query of phrases in query
+    order. A one-token phrase (kind 0) reads its term's postings, `documents[starts:ends]`
+    with codes into `fractions`; a longer one (kind 1) reads `phrase_documents[starts:ends]`
+    with its own `phrase_fractions`. Documents ascend within each.
 
     Documents are scored `block` at a time, so the score buffer stays in the core's cache
     however large the catalogue; within a block each document's contributions are still
@@ -144,8 +178,9 @@ def top_k(
     # idf * fraction, then added to the running sum: FTS5's operations, in its order.
     weights = np.empty((terms, len(fractions)), dtype=np.float64)
     for term in range(terms):
-        for code in range(len(fractions)):
-            weights[term, code] = fractions[code] * idfs[term]
+        if phrase_kinds[term] == 0:
+            for code in range(len(fractions)):
+                weights[term, code] = fractions[code] * idfs[term]
     buffer = np.zeros(min(block, rows), dtype=np.float64)
     high_at = starts.copy()
     size = min(k, rows)
@@ -157,9 +192,14 @@ def top_k(
         postings = 0
         for term in range(terms):
             first = high_at[term]
-            last = first + np.searchsorted(documents[first : ends[term]], high)
-            for at in range(first, last):
-                buffer[documents[at] - low] += weights[term, codes[at]]
+            if phrase_kinds[term] == 0:
+                last = first + np.searchsorted(documents[first : ends[term]], high)
+                for at in range(first, last):
+                    buffer[documents[at] - low] += weights[term, codes[at]]
+            else:
+                last = first + np.searchsorted(phrase_documents[first : ends[term]], high)
+                for at in range(first, last):
+                    buffer[phrase_documents[at] - low] += phrase_fractions[at] * idfs[term]
             high_at[term] = last
             postings += last - first
         if postings == 0:

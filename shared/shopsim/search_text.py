@@ -1,6 +1,18 @@
-"""Search documents and tokens (`han-bigram-latin-number-v1`, as reference BM25 v3 does it):
-NFKC + casefold, basic punctuation to spaces, Han bigrams (a lone Han character alone) and
-Latin/number runs, deduplicated in order. Product fields and queries go through the same code."""
+"""Search documents and tokens, as the reference's BM25 v3 engine makes them.
+
+Two stages, as there:
+
+1. Pre-tokens (`han-bigram-latin-number-v1`): NFKC + casefold, basic punctuation to spaces,
+   Han bigrams (a lone Han character alone), then Latin/number runs that may keep `._+-/`
+   inside (`usb-c`, `5.3`), deduplicated in order. Product fields and queries alike.
+2. FTS5's `unicode61 remove_diacritics 2` tokenizer over the space-joined pre-tokens: it splits
+   each pre-token again at `._+-/` (`usb-c` -> `usb`, `c`), and keeps repeats. A query's
+   pre-token is one quoted FTS5 phrase (`"usb-c"` matches `usb` followed by `c` in one field).
+
+Only Han characters, ASCII letters and digits and `._+-/` survive stage 1, and unicode61 treats
+exactly the first three as token characters (checked against SQLite in tests), so stage 2 is a
+split at `._+-/`.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +34,10 @@ FIELD_WEIGHTS: dict[str, float] = {
 }
 FIELDS = tuple(FIELD_WEIGHTS)
 T = TypeVar("T")
-TOKENIZER_VERSION = "han-bigram-latin-number-v1"
-MAX_QUERY_TOKENS = 64
+TOKENIZER_VERSION = "han-bigram-latin-number-v1+unicode61-remove-diacritics-2"
+# A guard against abusive queries only: the reference has no cap, and real queries (a title
+# plus a few attributes: 10-40 pre-tokens) stay far below it.
+MAX_QUERY_TOKENS = 1024
 
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 _LATIN_OR_NUMBER = re.compile(r"[a-z0-9]+(?:[._+\-/][a-z0-9]+)*")
@@ -32,6 +46,7 @@ _MODEL = re.compile(
     r"(?<![a-z0-9])(?=[a-z0-9._+\-/]*[a-z])(?=[a-z0-9._+\-/]*\d)"
     r"[a-z0-9]+(?:[._+\-/][a-z0-9]+)*(?![a-z0-9])"
 )
+_SEPARATOR = re.compile(r"[._+\-/]")  # what unicode61 splits a pre-token at
 _PUNCTUATION = re.compile(r"[，,。；;：:！!？?、|]+")
 _CURRENCY_WORD = re.compile(r"(?<=\d)\s*(?:rmb|cny|yuan)\b")
 
@@ -60,9 +75,18 @@ def _normalized_tokens(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tokens))
 
 
-def query_tokens(query: str) -> tuple[str, ...]:
-    """A query's search terms: its first `MAX_QUERY_TOKENS` distinct tokens."""
-    return search_tokens(query)[:MAX_QUERY_TOKENS]
+def split_tokens(pre_tokens: tuple[str, ...]) -> tuple[str, ...]:
+    """FTS5 unicode61's tokens of space-joined pre-tokens: each split at `._+-/`, in order,
+    repeats kept."""
+    tokens: list[str] = []
+    for token in pre_tokens:
+        tokens.extend(part for part in _SEPARATOR.split(token) if part)
+    return tuple(tokens)
+
+
+def query_phrases(query: str) -> tuple[tuple[str, ...], ...]:
+    """A query's FTS5 phrases, one per pre-token (its first `MAX_QUERY_TOKENS`), in order."""
+    return tuple(split_tokens((token,)) for token in search_tokens(query)[:MAX_QUERY_TOKENS])
 
 
 def model_text(title: str) -> str:
@@ -96,50 +120,41 @@ def product_fields(product: Product) -> dict[str, str]:
 
 
 def tokenized_fields(product: Product) -> dict[str, tuple[str, ...]]:
-    return {name: search_tokens(text) for name, text in product_fields(product).items()}
+    """Each field's FTS5 tokens, in order, repeats kept."""
+    return {
+        name: split_tokens(search_tokens(text)) for name, text in product_fields(product).items()
+    }
 
 
 class FieldTokenizer(Generic[T]):
-    """A product's seven fields (in `FIELDS` order) as search tokens passed through
-    `convert`, memoized where products share text.
+    """A product's seven fields (in `FIELDS` order) as FTS5 tokens passed through `convert`,
+    memoized where products share a field's text.
 
-    Equal, as token sets, to `tokenized_fields`: brands, categories, attribute lists, option
-    lists and bullets repeat across products, so each distinct one is tokenized and converted
-    once (pieces are split on `;`, which no token spans); only the title (and its model
-    tokens) is done per product. Each field's tokens are distinct, so a field's length is
-    its number of tokens.
+    Equal to `tokenized_fields`: brands, categories, option lists and bullets repeat across
+    products, so each distinct field text is tokenized and converted once; the title (and its
+    model tokens) and the attribute list are done per product.
     """
 
     def __init__(self, convert: Callable[[tuple[str, ...]], T]) -> None:
         self._convert = convert
-        self._pieces: dict[str, tuple[str, ...]] = {}
-        self._shared: dict[tuple[int, tuple[str, ...]], T] = {}
+        self._shared: dict[tuple[int, str], T] = {}
 
-    def _piece(self, text: str) -> tuple[str, ...]:
-        found = self._pieces.get(text)
+    def _field(self, field: int, text: str) -> T:
+        found = self._shared.get((field, text))
         if found is None:
-            found = self._pieces[text] = search_tokens(text)
-        return found
-
-    def _field(self, field: int, pieces: tuple[str, ...]) -> T:
-        found = self._shared.get((field, pieces))
-        if found is None:
-            merged: dict[str, None] = {}
-            for piece in pieces:
-                for part in piece.split(";"):
-                    merged.update(dict.fromkeys(self._piece(part)))
-            found = self._shared[field, pieces] = self._convert(tuple(merged))
+            found = self._shared[field, text] = self._convert(split_tokens(search_tokens(text)))
         return found
 
     def fields(self, product: Product) -> tuple[T, ...]:
         title = normalize_query(product.title)
         convert, field = self._convert, self._field
+        model = " ".join(_model_tokens(title))
         return (
-            convert(_normalized_tokens(title)),
-            field(1, (product.brand,)),
-            field(2, (product.category,)),
-            convert(_model_tokens(title)),
-            field(4, product.attributes),
-            field(5, tuple(option_texts(product))),
-            field(6, product.search_bullets),
+            convert(split_tokens(_normalized_tokens(title))),
+            field(1, product.brand),
+            field(2, product.category),
+            convert(split_tokens(search_tokens(model))),  # re-normalized, as the reference
+            convert(split_tokens(search_tokens(" ".join(product.attributes)))),
+            field(5, " ".join(option_texts(product))),
+            field(6, " ".join(product.search_bullets)),
         )
