@@ -151,7 +151,8 @@ def _lineage(document: Document, run: RunData, figures: Path) -> None:
                 ]
                 for i, c in enumerate(counts)
             ],
-            caption="the banks the alias current pointed at, in order; changes against the previous one. "
+            caption="the banks the alias current pointed at, in order; changes against the "
+            "previous one. "
             f"Reference bank sizes S0..S4: {', '.join(map(str, reference.BANK_SIZES))}",
         )
     )
