@@ -1,0 +1,226 @@
+"""Scale-out: push the policy's new weights to N vLLM servers, and refuse to sample stale ones.
+
+Rollouts can run on N vLLM OpenAI servers (the agent runtime's `openai` backend) instead of in
+the trainer's process. After every optimizer update the trainer writes the weights to a folder
+every server can read (a shared volume) and pushes them; before every rollout step it asks each
+server which weights it serves, and a step never starts while any server lags.
+
+Two ways (`[rollout_servers] weight_sync`), both vLLM's own HTTP endpoints (read from vLLM 0.32's
+source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora`):
+
+* **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`):
+  `POST /pause?mode=wait` (let in-flight requests end, clear the prefix cache: its KV blocks were
+  computed by the old weights), `POST /collective_rpc {"method": "reload_weights", "kwargs":
+  {"weights_path": FOLDER}}` (every worker reloads in place from the HF folder),
+  `POST /update_weight_version {"new_version": V}`, `POST /resume`. The version check is
+  `GET /weight_info` → `{"weight_version": V}`.
+* **lora** (peft adapters; servers started with `--enable-lora` and
+  `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`): `POST /v1/load_lora_adapter {"lora_name":
+  "<served>@<V>", "lora_path": FOLDER}`, then the previous adapter is unloaded. Requests name the
+  adapter, so a server cannot answer them with other weights; the version check is that
+  `GET /v1/models` lists it.
+
+On GPUs with NCCL between trainer and servers, vLLM's weight-transfer engine
+(`/init_weight_transfer_engine`, `/update_weights`) moves tensors without a shared disk; the
+version check is the same `GET /weight_info`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+SyncMode = Literal["full", "lora"]
+RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class WeightSyncError(RuntimeError):
+    """A push failed on some server (the message names it and what to restart)."""
+
+
+class StaleWeightsError(RuntimeError):
+    """Some server does not serve the weights the next rollout step must sample."""
+
+
+def adapter_name(served_model: str, version: str) -> str:
+    """The LoRA adapter name of one weight version: requests name it, so it pins the weights."""
+    return f"{served_model}@{version}"
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What one server reported serving."""
+
+    url: str
+    version: str | None
+    ok: bool
+
+
+class WeightSync:
+    """Pushes weight versions to a fixed set of vLLM servers and checks what they serve."""
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        *,
+        mode: SyncMode,
+        served_model: str,
+        timeout_s: float = 600.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        if not urls:
+            raise ValueError("weight sync needs at least one server URL")
+        if mode not in ("full", "lora"):
+            raise ValueError(f"weight sync mode must be full or lora, not {mode!r}")
+        # Servers are given as OpenAI base URLs (http://host:port/v1); the control endpoints
+        # live at the root.
+        self.roots = [url.rstrip("/").removesuffix("/v1") for url in urls]
+        self.mode, self.served_model = mode, served_model
+        self.retries, self.backoff_s = retries, backoff_s
+        self.client = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
+        self.version: str | None = None
+        """The version every server was last seen to serve after a complete push."""
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- push ----------------------------------------------------------------------------------
+
+    def push(self, folder: str | Path, version: str) -> None:
+        """Make every server serve the weights in `folder` under `version` (all or an error)."""
+        folder = str(Path(folder).absolute())
+        push_one = self._push_full if self.mode == "full" else self._push_lora
+        errors = self._each(lambda root: push_one(root, folder, version))
+        if errors:
+            raise WeightSyncError(
+                f"pushing weights {version} failed on {len(errors)} of {len(self.roots)} "
+                "servers; restart them (they reload the latest folder) and resume the run: "
+                + "; ".join(errors)
+            )
+        previous, self.version = self.version, version
+        if self.mode == "lora" and previous is not None and previous != version:
+            # Free the old adapter's slot; a failure here leaves an unused adapter, not a stale one.
+            self._each(lambda root: self._unload_adapter(root, previous))
+
+    def _push_full(self, root: str, folder: str, version: str) -> None:
+        self._post(root, "/pause", params={"mode": "wait"})
+        try:
+            self._post(
+                root,
+                "/collective_rpc",
+                {"method": "reload_weights", "kwargs": {"weights_path": folder}},
+            )
+            self._post(root, "/update_weight_version", {"new_version": version})
+        finally:
+            self._post(root, "/resume")
+
+    def _push_lora(self, root: str, folder: str, version: str) -> None:
+        name = adapter_name(self.served_model, version)
+        self._post(root, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": folder})
+
+    def _unload_adapter(self, root: str, version: str) -> None:
+        name = adapter_name(self.served_model, version)
+        self._post(root, "/v1/unload_lora_adapter", {"lora_name": name})
+
+    # -- check ---------------------------------------------------------------------------------
+
+    def served(self) -> list[ServerState]:
+        """What each server serves now (None when it cannot say)."""
+        expected = self.version
+
+        def state(root: str) -> ServerState:
+            try:
+                if self.mode == "full":
+                    version = self._get(root, "/weight_info").get("weight_version")
+                    return ServerState(root, version, version == expected)
+                names = [card["id"] for card in self._get(root, "/v1/models").get("data", [])]
+                wanted = adapter_name(self.served_model, expected) if expected else None
+                return ServerState(root, expected if wanted in names else None, wanted in names)
+            except (httpx.HTTPError, ValueError) as error:
+                return ServerState(root, f"unreachable ({type(error).__name__})", False)
+
+        with ThreadPoolExecutor(max_workers=len(self.roots)) as pool:
+            return list(pool.map(state, self.roots))
+
+    def assert_current(self, version: str | None = None) -> None:
+        """Raise StaleWeightsError unless every server serves `version` (default: the last push).
+
+        Called before every rollout step: a server that restarted from older weights, missed a
+        push or is down stops the step before any episode samples from it.
+        """
+        expected = version if version is not None else self.version
+        if expected is None:
+            raise StaleWeightsError("no weights were pushed yet: push before the first rollout")
+        if expected != self.version:
+            raise StaleWeightsError(f"the last push was {self.version!r}, not {expected!r}")
+        stale = [state for state in self.served() if not state.ok]
+        if stale:
+            detail = ", ".join(f"{state.url} serves {state.version!r}" for state in stale)
+            raise StaleWeightsError(
+                f"{len(stale)} of {len(self.roots)} servers do not serve weights {expected!r} "
+                f"({detail}); the rollout step would sample a stale policy"
+            )
+
+    def request_model(self) -> str:
+        """The model name rollout requests must send (the adapter itself with LoRA)."""
+        if self.mode == "lora":
+            if self.version is None:
+                raise StaleWeightsError("no adapter was pushed yet")
+            return adapter_name(self.served_model, self.version)
+        return self.served_model
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def _each(self, action: Callable[[str], None]) -> list[str]:
+        """Run `action` on every server at once; the errors, one line per failed server."""
+
+        def attempt(root: str) -> str | None:
+            try:
+                action(root)
+                return None
+            except (httpx.HTTPError, WeightSyncError) as error:
+                return f"{root}: {error}"
+
+        with ThreadPoolExecutor(max_workers=len(self.roots)) as pool:
+            return [error for error in pool.map(attempt, self.roots) if error]
+
+    def _post(
+        self, root: str, path: str, body: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        self._send("POST", root, path, json=body, **kwargs)
+
+    def _get(self, root: str, path: str) -> dict[str, Any]:
+        return self._send("GET", root, path).json()
+
+    def _send(self, method: str, root: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call with retries on transport errors and 408/429/5xx; other errors at once."""
+        for attempt in range(self.retries + 1):
+            try:
+                response = self.client.request(method, root + path, **kwargs)
+            except httpx.TransportError:
+                if attempt == self.retries:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return response
+                if response.status_code not in RETRY_STATUS or attempt == self.retries:
+                    raise WeightSyncError(
+                        f"{method} {path} -> {response.status_code}: {response.text[:300]}"
+                    )
+            time.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
+
+
+def from_config(servers: Any) -> WeightSync | None:
+    """The sync of a `[rollout_servers]` section, or None when rollouts run in process."""
+    if not servers.urls or servers.weight_sync == "none":
+        return None
+    return WeightSync(servers.urls, mode=servers.weight_sync, served_model=servers.served_model)

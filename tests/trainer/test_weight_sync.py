@@ -1,0 +1,187 @@
+"""Weight sync over real HTTP against FAKE vLLM server processes (fake_vllm_server.py here).
+
+The fake servers keep the state vLLM does (weight version, reloaded folder, adapters); the
+expected behaviour comes from the issue: every server serves the pushed weights after a push, and
+a rollout step never starts while any server serves other weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from services.trainer.weight_sync import (
+    StaleWeightsError,
+    WeightSync,
+    WeightSyncError,
+    adapter_name,
+)
+from shared.agent.serve import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_SERVER = "tests.trainer.fake_vllm_server"
+
+
+class FakeServer:
+    """One fake vLLM server process on a free loopback port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", FAKE_SERVER, "--port", str(self.port)], cwd=ROOT
+        )
+        self.root = f"http://127.0.0.1:{self.port}"
+
+    def wait_healthy(self, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, "fake server exited"
+            try:
+                if httpx.get(f"{self.root}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise TimeoutError("fake server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"{self.root}/v1"
+
+    def state(self) -> dict:
+        return httpx.get(f"{self.root}/fake/state").json()
+
+    def restart(self) -> None:
+        httpx.post(f"{self.root}/fake/restart").raise_for_status()
+
+    def fail_reloads(self) -> None:
+        httpx.post(f"{self.root}/fake/fail-reload", json={"on": True}).raise_for_status()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[list[FakeServer]]:
+    """Four fake servers started together: three serve, the fourth is there to be killed."""
+    started = [FakeServer() for _ in range(4)]
+    try:
+        for server in started:
+            server.wait_healthy()
+        yield started
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture
+def servers(fleet) -> list[FakeServer]:
+    for server in fleet[:3]:
+        server.restart()
+    return fleet[:3]
+
+
+def _weights(folder: Path, seed: int) -> Path:
+    """An HF-shaped weights folder (config.json + safetensors) with seed-dependent contents."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    out = folder / f"weights-{seed}"
+    out.mkdir()
+    (out / "config.json").write_text('{"model_type": "llama"}')
+    save_file({"w": np.full((4, 4), seed, dtype=np.float32)}, str(out / "model.safetensors"))
+    return out
+
+
+def _sha(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("*.safetensors")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def test_full_push_reaches_every_server_in_order(servers, tmp_path):
+    sync = WeightSync([s.url for s in servers], mode="full", served_model="policy")
+    first, second = _weights(tmp_path, 1), _weights(tmp_path, 2)
+    sync.push(first, "u1")
+    sync.assert_current("u1")
+    sync.push(second, "u2")
+    sync.assert_current()
+    for server in servers:
+        state = server.state()
+        assert state["version"] == "u2"
+        assert state["weights_sha"] == _sha(second)  # the new folder, not the old one
+        assert state["paused"] is False  # serving again
+        # paused while the workers reload; the version moves only after the reload
+        assert state["calls"][-4:] == ["pause:wait", "rpc:reload_weights", "version:u2", "resume"]
+    assert sync.request_model() == "policy"
+
+
+def test_a_restarted_server_stops_the_next_rollout_step(servers, tmp_path):
+    sync = WeightSync([s.url for s in servers], mode="full", served_model="policy")
+    sync.push(_weights(tmp_path, 1), "u7")
+    servers[1].restart()  # came back on its original weights
+    with pytest.raises(StaleWeightsError) as caught:
+        sync.assert_current()
+    assert servers[1].root in str(caught.value)
+    assert servers[0].root not in str(caught.value)
+
+
+def test_nothing_is_current_before_the_first_push(servers):
+    sync = WeightSync([s.url for s in servers], mode="full", served_model="policy")
+    with pytest.raises(StaleWeightsError):
+        sync.assert_current()
+
+
+def test_a_failed_reload_fails_the_push_and_leaves_the_server_serving(servers, tmp_path):
+    healthy, broken = servers[0], servers[1]
+    broken.fail_reloads()
+    sync = WeightSync([healthy.url, broken.url], mode="full", served_model="policy", backoff_s=0)
+    with pytest.raises(WeightSyncError) as caught:
+        sync.push(_weights(tmp_path, 1), "u1")
+    assert broken.root in str(caught.value) and healthy.root not in str(caught.value)
+    assert broken.state()["paused"] is False  # resumed even though the reload failed
+    assert sync.version is None  # a failed push is not recorded as served
+    with pytest.raises(StaleWeightsError):
+        sync.assert_current("u1")
+
+
+def test_a_server_that_died_is_stale(fleet, tmp_path):
+    doomed = fleet[3]
+    sync = WeightSync([doomed.url], mode="full", served_model="policy", retries=0)
+    sync.push(_weights(tmp_path, 1), "u1")
+    sync.assert_current()
+    doomed.stop()
+    with pytest.raises(StaleWeightsError, match="unreachable"):
+        sync.assert_current()
+
+
+def _adapter(folder: Path, seed: int) -> Path:
+    """A peft-shaped adapter folder (adapter_config.json + safetensors)."""
+    out = _weights(folder, seed)
+    (out / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 2}')
+    return out
+
+
+def test_lora_push_names_the_version_and_drops_the_old_adapter(servers, tmp_path):
+    sync = WeightSync([s.url for s in servers], mode="lora", served_model="policy")
+    sync.push(_adapter(tmp_path, 1), "u1")
+    sync.push(_adapter(tmp_path, 2), "u2")
+    sync.assert_current()
+    assert sync.request_model() == adapter_name("policy", "u2")
+    for server in servers:
+        served = [card["id"] for card in httpx.get(f"{server.url}/models").json()["data"]]
+        assert adapter_name("policy", "u2") in served
+        assert adapter_name("policy", "u1") not in served
+    servers[2].restart()
+    with pytest.raises(StaleWeightsError) as caught:
+        sync.assert_current()
+    assert servers[2].root in str(caught.value)
