@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
@@ -111,7 +111,6 @@ class GoldFacts:
     brands_seen: tuple[str, ...] = ()
     gold_options: tuple[str, ...] = ()
     product_ids: tuple[str, ...] = ()
-    extra_terms: tuple[tuple[str, str], ...] = field(default=())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoldFacts:
@@ -125,6 +124,10 @@ class GoldFacts:
             gold_options=tuple(data.get("gold_options") or ()),
             product_ids=tuple(data.get("product_ids") or ()),
         )
+
+    def as_json(self) -> dict[str, Any]:
+        """The firewall contract's `gold` object."""
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
 
     @property
     def titles(self) -> tuple[str, ...]:

@@ -188,7 +188,16 @@ class ProceduralPolicy:
         """The next action (`search[...]` or `click[...]`) for one episode's conversation."""
         episode = self._episodes.get(request.key) or self._start(request.messages)
         self._episodes[request.key] = episode
-        observation = str(request.messages[-1].get("content") or "")
+        # The latest page: protocol-error feedback messages carry no page of their own.
+        observation = next(
+            (
+                text
+                for message in reversed(request.messages[1:])
+                if "Page: " in (text := str(message.get("content") or ""))
+            ),
+            "",
+        )
+        observation = observation[observation.index("Page: ") :] if observation else ""
         clickables = re.findall(r"^- (.+)$", observation.split("Clickable:", 1)[-1], re.M)
         rng = random.Random(request.seed)
         if "Search: available" in observation or "Page: search home" in observation:

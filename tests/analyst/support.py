@@ -1,0 +1,47 @@
+"""Shared builders for the analyst tests (imported as tests.analyst.support)."""
+
+from __future__ import annotations
+
+import functools
+
+from services.analyst.mechanisms import LIBRARY
+from shared.agent.backends import make_backend
+from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.chunks import ChunkContent
+from shared.registry_api.schemas import BankEntryPublic
+from shared.shopsim.env import ShopEnv
+
+
+@functools.cache
+def small_env() -> ShopEnv:
+    return ShopEnv.from_preset("test")
+
+
+def entry(chunk_id: int, content: ChunkContent, *, slug: str | None = None) -> BankEntryPublic:
+    """An active bank entry as the registry returns it."""
+    return BankEntryPublic(
+        position=chunk_id,
+        chunk_id=chunk_id,
+        slug=slug or f"chunk-{chunk_id}",
+        version=1,
+        chunk_version_id=100 + chunk_id,
+        rho=0.5,
+        coefficient=0.1,
+        content_hash=content.content_hash(),
+        content=content,
+    )
+
+
+def library_bank(*keys: str) -> list[BankEntryPublic]:
+    return [entry(i + 1, LIBRARY[key].template) for i, key in enumerate(keys)]
+
+
+def failed_traces(env, bank_chunks=(), *, split="train", n=40, seed=0, slip=0.0):
+    """Procedural (test double) episodes that failed, with the given injected chunks."""
+    policy = make_backend("procedural", "test-double", slip=slip)
+    specs = [
+        EpisodeSpec(task_id=task, seed=seed + i, chunks=tuple(bank_chunks))
+        for i, task in enumerate(env.task_ids(split)[:n])
+    ]
+    trajectories = run_episodes(env, policy, specs, RolloutConfig(concurrency=20))
+    return [t for t in trajectories if t.scored and t.components["r_success"] == 0.0]

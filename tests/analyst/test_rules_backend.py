@@ -1,0 +1,161 @@
+"""The rules failure analyst: diagnosis against gold, live repair, card rules."""
+
+import pytest
+
+from services.analyst.cards import finish_card, forced_no_proposal_reason
+from services.analyst.mechanisms import LIBRARY, WORKFLOW, addressed_mechanisms
+from services.analyst.rules_backend import AnalysisInput, analyze, injected
+from shared.agent.backends.procedural import MECHANISMS, recognised_mechanisms
+from shared.chunks import ChunkContent, render_skill_block
+from shared.leak import GoldFacts
+from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from tests.analyst.support import entry, failed_traces, library_bank, small_env
+
+
+@pytest.fixture(scope="module")
+def env():
+    return small_env()
+
+
+@pytest.fixture(scope="module")
+def naive_failures(env):
+    return failed_traces(env)
+
+
+def test_every_template_is_followed_by_the_tester_and_names_its_mechanism():
+    # Contract between the repair library and the procedural live tester.
+    assert set(LIBRARY) == set(MECHANISMS) == set(WORKFLOW)
+    for key, mechanism in LIBRARY.items():
+        block = render_skill_block(injected(library_bank(key)))
+        assert recognised_mechanisms(block) == {key}
+        assert key in addressed_mechanisms(mechanism.template)
+
+
+def test_naive_failure_gets_a_verified_query_card(env, naive_failures):
+    trace = naive_failures[0]
+    card = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=1))
+    task = env.task(trace.task_id)
+    assert card.outcome == CardOutcome.ADD and card.eligible
+    assert card.extras["mechanism"] == "explicit_query"  # the naive query names the noun only
+    audit = card.privileged_audit
+    assert audit["gold_asin"] == task.gold_asin
+    assert audit["earliest_divergence"]["step"] == 0
+    assert audit["repair_validation_result"] == "terminal success"
+    trials = card.extras["terminal_trials"]
+    assert trials[-1]["success"] and trials[0]["repair"] == ["explicit_query"]
+    # The deployable part is the library template: no gold reached it.
+    assert card.deployable.proposed_content == LIBRARY["explicit_query"].template
+    assert card.firewall_findings == []
+    assert task.gold_asin not in card.deployable.model_dump_json()
+
+
+def test_cards_are_deterministic(env, naive_failures):
+    trace = naive_failures[1]
+    first = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=3))
+    again = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=3))
+    assert first == again
+
+
+def test_later_mechanisms_are_found_once_the_query_is_covered(env):
+    bank = library_bank("explicit_query", "persona_constraints")
+    failures = failed_traces(env, injected(bank))
+    mechanisms = {
+        analyze(AnalysisInput(env=env, trajectory=t, bank=bank, round=1, seed=0)).extras.get(
+            "mechanism"
+        )
+        for t in failures
+    }
+    assert mechanisms - {None} <= set(WORKFLOW) - {"explicit_query", "persona_constraints"}
+    assert len(mechanisms - {None}) >= 2
+
+
+def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, naive_failures):
+    vague = ChunkContent(
+        title="Writing the query",
+        applies_when="Always.",
+        procedure=["Think about the query and its attributes."],
+        verify="Results look relevant.",
+        avoid="Bad queries.",
+    )
+    bank = [entry(7, vague)]
+    card = analyze(
+        AnalysisInput(env=env, trajectory=naive_failures[0], bank=bank, round=1, seed=1)
+    )
+    assert card.outcome == CardOutcome.REWRITE
+    assert card.deployable.target_chunk_id == 7
+    cold = analyze(
+        AnalysisInput(
+            env=env, trajectory=naive_failures[0], bank=bank, round=0, seed=1, cold_start=True
+        )
+    )
+    assert cold.outcome == CardOutcome.ADD  # no REWRITE at cold start
+
+
+def test_a_bank_that_already_covers_the_failure_proposes_nothing(env):
+    bank = library_bank(*WORKFLOW)
+    failures = failed_traces(env, injected(bank), slip=1.0, n=20)  # random clicks
+    cards = [analyze(AnalysisInput(env=env, trajectory=t, bank=bank, round=2)) for t in failures]
+    assert cards and all(card.outcome == CardOutcome.NO_PROPOSAL for card in cards)
+
+
+def _deployable(text="Check the price.", target=None):
+    return DeployableAbstraction(
+        failure_mechanism="m",
+        applicable_when="w",
+        observable_trigger="t",
+        corrective_procedure=text,
+        verification_step="v",
+        target_chunk_id=target,
+        proposed_content=LIBRARY["price_check"].template,
+    )
+
+
+SUCCESS = [{"valid_actions": 3, "success": True}]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "trials", "target", "cold", "reason"),
+    [
+        (CardOutcome.ADD, [{"valid_actions": 0, "success": False}], None, False, "no valid live"),
+        (CardOutcome.ADD, [{"valid_actions": 4, "success": False}], None, False, "no terminal"),
+        (CardOutcome.ADD, [], None, False, "no valid live"),
+        (CardOutcome.REWRITE, SUCCESS, 1, True, "cold start"),
+        (CardOutcome.REWRITE, SUCCESS, 99, False, "not an active chunk"),
+        (CardOutcome.REWRITE, SUCCESS, 1, False, None),
+        (CardOutcome.ADD, SUCCESS, None, False, None),
+    ],
+)
+def test_forced_no_proposal_rules(outcome, trials, target, cold, reason):
+    active = library_bank("price_check")  # chunk id 1
+    found = forced_no_proposal_reason(
+        outcome=outcome,
+        trials=trials,
+        target_chunk_id=target,
+        active=active,
+        cold_start=cold,
+        findings=[],
+    )
+    assert (found is None) if reason is None else (reason in found)
+
+
+def test_firewall_hit_forces_no_proposal():
+    gold = GoldFacts(goal_title="Sabel Vista TK994 hair dryer", brands_seen=("Sabel",))
+    card = finish_card(
+        round=0,
+        task_id="task-000001",
+        checkpoint_id=None,
+        evidence_id=None,
+        outcome=CardOutcome.ADD,
+        audit={},
+        deployable=_deployable("Prefer Sabel when unsure."),
+        gold=gold,
+        trials=SUCCESS,
+        active=[],
+        cold_start=False,
+        extras={},
+    )
+    assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
+    assert card.forced_no_proposal_reason.startswith("gold firewall")
+    assert {(f.rule, f.field) for f in card.firewall_findings} == {
+        ("gold_brand", "corrective_procedure")
+    }
