@@ -10,7 +10,8 @@ from typing import Any
 
 from shared.agent.backends.base import PolicyBackend
 
-BACKENDS = ("transformers", "vllm", "openai", "procedural")  # procedural: a test double
+# procedural and simulated are test doubles, never models
+BACKENDS = ("transformers", "vllm", "openai", "procedural", "simulated")
 
 
 def make_backend(
@@ -31,6 +32,10 @@ def make_backend(
         from shared.agent.backends.procedural import ProceduralPolicy
 
         return ProceduralPolicy(model, checkpoint_id=checkpoint_id, **options)
+    if kind == "simulated":  # a TEST DOUBLE: `model` is a folder with simulated-policy.json
+        from shared.agent.backends.simulated import SimulatedBackend
+
+        return SimulatedBackend.from_checkpoint(model, checkpoint_id=checkpoint_id, **options)
     if kind == "openai":
         if not base_url:
             raise ValueError("the openai backend needs base_url")
