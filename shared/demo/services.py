@@ -1,0 +1,128 @@
+"""The three services the demo runs beside the trainer: registry, evaluator, analyst.
+
+Each is a real process on a free loopback port (`processes.py`); the demo waits on its
+`/readyz` before going on. Tokens (one per registry role) are minted once per run folder and
+kept there (mode 0600), so a resumed demo talks to the same registry with the same grants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.demo.processes import (
+    ServiceProcess,
+    free_port,
+    mint_tokens,
+    start_registry,
+    start_service,
+)
+
+# The policy backend each demo policy runs under in the evaluator and the analyst.
+BACKENDS = {"model": "transformers", "procedural": "procedural", "simulated": "simulated"}
+
+
+@dataclass
+class Services:
+    registry: ServiceProcess
+    evaluator: ServiceProcess
+    analyst: ServiceProcess
+    tokens: dict[str, str]
+    started: list[ServiceProcess] = field(default_factory=list)
+
+    def stop(self) -> None:
+        """Stop in reverse order of start: clients of the registry first, the registry last."""
+        for service in reversed(self.started):
+            service.stop()
+
+
+def run_tokens(run_dir: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """This run folder's tokens and grants, minted on first use."""
+    path = run_dir / "tokens.json"
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return saved["tokens"], saved["grants"]
+    tokens, grants = mint_tokens("demo")
+    path.write_text(json.dumps({"tokens": tokens, "grants": grants}))
+    path.chmod(0o600)
+    return tokens, grants
+
+
+def start_services(
+    run_dir: Path,
+    *,
+    database_url: str | None,
+    policy: str,
+    env_preset: str,
+    decoding: str,
+    max_turns: int | None,
+    on_start=None,
+) -> Services:
+    """Start registry, evaluator and analyst; each is ready (answers /readyz) when this returns."""
+    tokens, grants = run_tokens(run_dir)
+    logs = run_dir / "logs"
+    started: list[ServiceProcess] = []
+    try:
+        database = database_url or f"sqlite:///{(run_dir / 'registry.sqlite').resolve()}"
+        registry = _ready(
+            start_registry(database_url=database, grants=grants, log=logs / "registry.log"),
+            started,
+            on_start,
+        )
+        shared_env = {
+            "BACKEND": BACKENDS[policy],
+            "ENV_PRESET": env_preset,
+            "DECODING": decoding,
+            **({"MAX_TURNS": str(max_turns)} if max_turns else {}),
+        }
+        port = free_port()
+        evaluator_env = {
+            "EVALUATOR_REGISTRY_URL": registry.url,
+            "EVALUATOR_REGISTRY_TOKEN": tokens["evaluator"],
+            "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
+            **{f"EVALUATOR_{k}": v for k, v in shared_env.items()},
+        }
+        evaluator = _ready(
+            start_service(
+                "evaluator",
+                ["gate", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                port=port,
+                env=evaluator_env,
+                log=logs / "evaluator.log",
+            ),
+            started,
+            on_start,
+        )
+        port = free_port()
+        analyst_env = {
+            "ANALYST_REGISTRY_URL": registry.url,
+            "ANALYST_REGISTRY_TOKEN": tokens["analyst"],
+            "ANALYST_EVALUATOR_URL": evaluator.url,
+            "ANALYST_JOBS_DIR": str((run_dir / "analyst").resolve()),
+            **{f"ANALYST_{k}": v for k, v in shared_env.items()},
+        }
+        analyst = _ready(
+            start_service(
+                "analyst",
+                ["analyst", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                port=port,
+                env=analyst_env,
+                log=logs / "analyst.log",
+            ),
+            started,
+            on_start,
+        )
+    except BaseException:
+        for service in reversed(started):
+            service.stop()
+        raise
+    return Services(registry, evaluator, analyst, tokens, started)
+
+
+def _ready(service: ServiceProcess, started: list[ServiceProcess], on_start) -> ServiceProcess:
+    started.append(service)
+    if on_start is not None:
+        on_start(service.name)
+    service.wait_ready(timeout=300)
+    return service

@@ -1,0 +1,116 @@
+"""The demo's parts that stand alone: run ids, the trainer config it writes, its state file,
+the summary's arithmetic, and child processes that start, fail and stop as they should."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from shared.demo.processes import (
+    ServiceFailed,
+    free_port,
+    mint_tokens,
+    start_registry,
+    start_service,
+)
+from shared.demo.run import Demo, DemoOptions, PresetFacts, run_id_for
+from shared.demo.state import DemoState
+from shared.demo.summary import condition_table, success_interval
+
+HERE = Path(__file__).parent
+TINY = HERE / "demo-tiny.toml"
+
+
+def test_run_ids_differ_for_folders_of_the_same_name(tmp_path):
+    a, b = tmp_path / "a" / "demo", tmp_path / "b" / "demo"
+    assert run_id_for(a) != run_id_for(b)
+    assert run_id_for(a) == run_id_for(a)
+    assert run_id_for(a).startswith("demo-")
+
+
+def test_preset_facts_come_from_the_toml(tmp_path):
+    facts = PresetFacts.read(TINY)
+    assert (facts.steps_per_round, facts.env_preset, facts.val_tasks, facts.model) == (
+        1,
+        "test",
+        8,
+        "tiny",
+    )
+
+
+def test_the_model_policy_trains_from_the_warm_started_weights(tmp_path):
+    demo = Demo.__new__(Demo)  # only the config writer: no services
+    demo.options = DemoOptions(policy="model", out=tmp_path, config=TINY)
+    demo.run_dir = tmp_path
+    written = demo._train_config(Path("/weights/warm-abc"))
+    text = written.read_text()
+    assert 'model = "/weights/warm-abc"' in text and 'model = "tiny"' not in text
+    assert text.count("\nmodel = ") + text.startswith("model = ") == 1
+    demo.options = DemoOptions(policy="procedural", out=tmp_path, config=TINY)
+    assert 'model = "tiny"' in demo._train_config(Path("/weights/x")).read_text()
+
+
+def test_state_survives_a_restart_and_refuses_other_options(tmp_path):
+    state = DemoState(tmp_path)
+    assert not state.resumed
+    state.finish("environment", splits={"train": 60})
+    again = DemoState(tmp_path)
+    assert again.resumed and again.done("environment") and not again.done("train")
+    assert again.get("splits") == {"train": 60}
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    # 8 successes in 10: Wilson 95% interval (0.4902, 0.9433), as published tables give it
+    low, high = success_interval(0.8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)
+    low, high = success_interval(0.0, 40)
+    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(0.0876, abs=1e-4)
+
+
+def test_test_table_keeps_the_four_conditions_in_order():
+    evaluation = {
+        "n_tasks": 10,
+        "conditions": {
+            "trained/S_T": {"metrics": {"r_success": 0.8, "r_strict": 0.81}},
+            "base/bare": {"metrics": {"r_success": 0.2, "r_strict": 0.25}},
+        },
+    }
+    table = condition_table(evaluation)
+    assert list(table) == ["base/bare", "trained/S_T"]
+    assert table["trained/S_T"]["success_ci"] == pytest.approx([0.4902, 0.9433], abs=1e-4)
+
+
+def test_a_service_that_cannot_start_says_so_with_its_log(tmp_path):
+    port = free_port()
+    bad = start_service(
+        "registry",
+        ["registry", "serve", "--port", "not-a-port"],
+        port=port,
+        env={},
+        log=tmp_path / "bad.log",
+    )
+    with pytest.raises(ServiceFailed, match=r"exited with code \d+ before it was ready"):
+        bad.wait_ready(timeout=60)
+    assert "Invalid value for '--port'" in bad.log_tail()
+
+
+def test_stop_ends_the_service_and_frees_its_port(tmp_path):
+    _, grants = mint_tokens("t")
+    registry = start_registry(
+        database_url=f"sqlite:///{tmp_path / 'r.sqlite'}", grants=grants, log=tmp_path / "r.log"
+    )
+    try:
+        registry.wait_ready(timeout=90)
+        # readiness: the registry's /readyz (its database answers), not just a live process
+        assert httpx.get(f"{registry.url}/readyz", timeout=5).status_code == 200
+    finally:
+        registry.stop()
+    assert registry.process.poll() is not None
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{registry.url}/healthz", timeout=2)
+    # the child ran in its own session: nothing of its group is left
+    with pytest.raises(ProcessLookupError):
+        os.killpg(registry.process.pid, 0)
