@@ -13,7 +13,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from shared.chunks import ChunkContent
 
@@ -50,10 +59,55 @@ def _finite(value: float) -> float:
     return value
 
 
-Id = Annotated[int, Field(ge=1, le=MAX_ID)]
-Count = Annotated[int, Field(ge=0, le=MAX_ID)]
-Finite = Annotated[float, AfterValidator(_finite)]
-Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[tuple, str] | None:
+    """Where in `value` (decoded JSON) is something no database stores alike, and why; or None.
+
+    Postgres text holds no NUL, JSON has no NaN or Infinity (Python's decoder accepts them),
+    and a lone UTF-16 surrogate (a JSON escape like \\ud800) is not encodable text.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            return loc, "text must not contain NUL characters"
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return loc, "text must not contain lone surrogates"
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return loc, "numbers must be finite"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            problem = unstorable(key, (*loc, "(key)")) or unstorable(item, (*loc, str(key)))
+            if problem:
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = unstorable(item, (*loc, index))
+            if problem:
+                return problem
+    return None
+
+
+def _sorted_keys(value: Any) -> Any:
+    # Free-form documents come back in one key order on every database (Postgres JSONB
+    # reorders keys, SQLite keeps them as sent): same request, same bytes.
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
+# Numbers and flags are strict: `true`, `"0.5"` or `"1"` where a number or flag belongs is a
+# 422, not silently coerced (a float field still takes a JSON integer).
+StrictInt = Annotated[int, Strict()]
+StrictBool = Annotated[bool, Strict()]
+Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
+Count = Annotated[int, Strict(), Field(ge=0, le=MAX_ID)]
+Finite = Annotated[float, Strict(), AfterValidator(_finite)]
+Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+FreeJson = Annotated[dict[str, Any], AfterValidator(_sorted_keys)]
 Text = Annotated[str, StringConstraints(max_length=4000), AfterValidator(_no_nul)]
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -61,7 +115,7 @@ Name = Annotated[
 Label = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
 Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000), AfterValidator(_no_nul)]
 Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-Binary = Annotated[int, Field(ge=0, le=1)]
+Binary = Annotated[int, Strict(), Field(ge=0, le=1)]
 
 
 class Role(StrEnum):
@@ -154,6 +208,21 @@ class AliasAction(StrEnum):
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _storable(cls, data: Any, handler: Any) -> Any:
+        # Fields validate first (their errors name the field); what they let through that no
+        # database stores alike (a lone surrogate, NaN in a free-form document) is caught here.
+        model = handler(data)
+        problem = unstorable(data)
+        if problem:
+            loc, message = problem
+            error = PydanticCustomError("value_error", message)
+            raise ValidationError.from_exception_data(
+                cls.__name__, [InitErrorDetails(type=error, loc=loc, input="(not echoed)")]
+            )
+        return model
 
 
 class _Out(BaseModel):
@@ -345,10 +414,10 @@ class ChunkRestore(_Wire):
     """Operator: a new draft, child of the bank, with this chunk (latest version unless given)."""
 
     chunk_id: Id
-    version: Annotated[int, Field(ge=1, le=MAX_ID)] | None = None
+    version: Annotated[int, Strict(), Field(ge=1, le=MAX_ID)] | None = None
     rho: Probability
     coefficient: Finite | None = None
-    position: Annotated[int, Field(ge=0, le=100)] | None = None
+    position: Annotated[int, Strict(), Field(ge=0, le=100)] | None = None
     reason: Reason
 
 
@@ -412,7 +481,7 @@ class PoolColumn(_Wire):
 
     chunk_version_id: Id
     kind: PoolColumnKind
-    slot: Annotated[int, Field(ge=0, le=MAX_POOL_COLUMNS)]
+    slot: Annotated[int, Strict(), Field(ge=0, le=MAX_POOL_COLUMNS)]
     candidate_id: Id | None = None
 
 
@@ -459,11 +528,11 @@ class GateRunCreate(_Wire):
     base_bank_id: Id | None = None
     candidate_pool: CandidatePool
     split: Name = "val"
-    sample_id: Annotated[int, Field(ge=0, le=1000)] = 0
-    mask_seed: Annotated[int, Field(ge=0, le=2**62)]
-    budget: Annotated[int, Field(ge=1, le=MAX_POOL_COLUMNS)] = 10
+    sample_id: Annotated[int, Strict(), Field(ge=0, le=1000)] = 0
+    mask_seed: Annotated[int, Strict(), Field(ge=0, le=2**62)]
+    budget: Annotated[int, Strict(), Field(ge=1, le=MAX_POOL_COLUMNS)] = 10
     solver: GateSolver = GateSolver.statsmodels
-    n_tasks: Annotated[int, Field(ge=1, le=MAX_GATE_TASKS)]
+    n_tasks: Annotated[int, Strict(), Field(ge=1, le=MAX_GATE_TASKS)]
     identity: GateIdentity
     bare_baseline: BareBaseline
     note: Text | None = None
@@ -521,10 +590,10 @@ class ObservationIn(_Wire):
     """
 
     task_id: Label
-    sample_id: Annotated[int, Field(ge=0, le=1000)] = 0
+    sample_id: Annotated[int, Strict(), Field(ge=0, le=1000)] = 0
     inclusion: list[Binary] = Field(max_length=MAX_POOL_COLUMNS)
-    slot_states: list[Annotated[int, Field(ge=0, le=MAX_POOL_COLUMNS + 1)]] | None = Field(
-        default=None, max_length=MAX_POOL_COLUMNS
+    slot_states: list[Annotated[int, Strict(), Field(ge=0, le=MAX_POOL_COLUMNS + 1)]] | None = (
+        Field(default=None, max_length=MAX_POOL_COLUMNS)
     )
     bare: RewardComponents
     masked: RewardComponents
@@ -558,7 +627,7 @@ ComponentValues = Annotated[dict[str, Finite], Field(max_length=len(REWARD_COMPO
 class DecisionRowIn(_Wire):
     chunk_version_id: Id
     coefficients: ComponentValues
-    rank: Annotated[int, Field(ge=1, le=MAX_POOL_COLUMNS)] | None = None
+    rank: Annotated[int, Strict(), Field(ge=1, le=MAX_POOL_COLUMNS)] | None = None
     status: DecisionStatus
     hc3_se: ComponentValues | None = None
     ci_low: ComponentValues | None = None
@@ -575,7 +644,7 @@ class DecisionCreate(_Wire):
 
     estimator: Label = GATE_ESTIMATOR
     primary_component: Label = PRIMARY_COMPONENT
-    provisional: bool = False
+    provisional: StrictBool = False
     rows: list[DecisionRowIn] = Field(min_length=1, max_length=MAX_POOL_COLUMNS)
     note: Text | None = None
 
@@ -635,12 +704,12 @@ class CardCreate(_Wire):
     checkpoint_id: Name | None = None
     evidence_id: Id | None = None
     outcome: CardOutcome
-    eligible: bool
-    privileged_audit: dict[str, Any] = Field(default_factory=dict)
+    eligible: StrictBool
+    privileged_audit: FreeJson = Field(default_factory=dict)
     deployable: DeployableAbstraction | None = None
     firewall_findings: list[FirewallFinding] = Field(default_factory=list, max_length=200)
     forced_no_proposal_reason: Text | None = None
-    extras: dict[str, Any] = Field(default_factory=dict)
+    extras: FreeJson = Field(default_factory=dict)
 
 
 class CardPublic(_Out):
@@ -656,14 +725,14 @@ class CardPublic(_Out):
     deployable: DeployableAbstraction | None
     firewall_findings: list[FirewallFinding]
     forced_no_proposal_reason: str | None
-    extras: dict[str, Any]
+    extras: FreeJson
     created_by: str
     created_at: datetime
 
 
 class CardAuditPublic(_Out):
     card_id: int
-    privileged_audit: dict[str, Any]
+    privileged_audit: FreeJson
 
 
 class CandidateCreate(_Wire):
@@ -769,5 +838,5 @@ class AuditEntryPublic(_Out):
     action: str
     object_type: str
     object_id: str
-    before: dict[str, Any] | None
-    after: dict[str, Any] | None
+    before: FreeJson | None
+    after: FreeJson | None

@@ -118,12 +118,17 @@ def test_full_lifecycle(api):
     api.call("POST", f"/v1/banks/{draft['id']}/retire", role=Role.evaluator, expect=409)
     retired = api.json("POST", f"/v1/banks/{nxt['id']}/retire", role=Role.evaluator)
     assert retired["status"] == "retired" and retired["retired_at"]
-    # Still readable, and still a rollback target: nothing is deleted.
+    # Still readable (nothing is deleted), but no alias points at a retired bank: restoring it
+    # means a frozen copy (the same content hash) to roll back to.
     api.json("GET", f"/v1/banks/{nxt['id']}", role=Role.reader)
+    rollback = {"reason": "it was fine", "bank_id": nxt["id"]}
+    api.call("POST", "/v1/aliases/current/rollback", json=rollback, expect=409)
+    restored = api.json("POST", "/v1/banks", json={"from_bank_id": nxt["id"]}, expect=201)
+    api.json("POST", f"/v1/banks/{restored['id']}/freeze")
     again = api.json(
-        "POST", "/v1/aliases/current/rollback", json={"reason": "it was fine", "bank_id": nxt["id"]}
+        "POST", "/v1/aliases/current/rollback", json={**rollback, "bank_id": restored["id"]}
     )
-    assert again["bank_id"] == nxt["id"]
+    assert again["bank_id"] == restored["id"]
 
     audit = api.json("GET", "/v1/audit", role=Role.reader, params={"object_type": "alias"})
     assert [e["action"] for e in audit["items"]] == [

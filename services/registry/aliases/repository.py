@@ -17,6 +17,17 @@ def get(session: Session, name: str) -> Alias | None:
     ).scalar_one_or_none()
 
 
+def get_for_update(session: Session, name: str) -> Alias | None:
+    """The alias, row-locked until commit: concurrent movers queue here and each sees the
+    revision the one before it left (so `If-Match: *` movers all succeed, in turn)."""
+    return session.execute(
+        select(Alias)
+        .where(Alias.name == name)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+
+
 def names_pointing_at(session: Session, bank_id: int) -> list[str]:
     return list(
         session.execute(

@@ -55,11 +55,12 @@ def require_alias(session: Session, name: str) -> Alias:
 
 
 def _check_target(session: Session, bank_id: int, gate_decision_id: int | None) -> None:
-    bank = banks_repository.get(session, bank_id)
+    # Share-locked: a concurrent retire of this bank waits for the alias write, then sees it.
+    bank = banks_repository.get_for_share(session, bank_id)
     if bank is None:
         raise FieldInvalid(("body", "bank_id"), f"bank {bank_id} not found")
-    if bank.status == BankStatus.draft:
-        raise Conflict(f"bank {bank_id} is a draft; aliases point at frozen banks only")
+    if bank.status != BankStatus.frozen:
+        raise Conflict(f"bank {bank_id} is {bank.status}; aliases point at frozen banks only")
     if gate_decision_id is not None:
         gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
@@ -148,7 +149,9 @@ def _move(
     accepted: set[int] | None,
     action: AliasAction,
 ) -> AliasPublic:
-    alias = require_alias(session, name)
+    alias = repository.get_for_update(session, name)
+    if alias is None:
+        raise NotFound("alias", name)
     _check_target(session, bank_id, gate_decision_id)
     if accepted is not None and alias.revision not in accepted:
         raise PreconditionFailed(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 from sqlmodel import Session
 
 from services.registry.banks.models import Bank, BankEntry
@@ -13,6 +13,26 @@ from services.registry.banks.models import Bank, BankEntry
 
 def get(session: Session, bank_id: int) -> Bank | None:
     return session.get(Bank, bank_id)
+
+
+def get_for_update(session: Session, bank_id: int) -> Bank | None:
+    """The bank, row-locked until commit (a concurrent freeze waits, then this sees it)."""
+    return session.get(Bank, bank_id, with_for_update=True, populate_existing=True)
+
+
+def get_for_share(session: Session, bank_id: int) -> Bank | None:
+    """The bank, share-locked until commit (a concurrent retire or freeze waits for us)."""
+    return session.get(Bank, bank_id, with_for_update={"read": True}, populate_existing=True)
+
+
+def ancestors(session: Session, bank_id: int, limit: int = 10_000) -> list[int]:
+    """The chain of parent ids above `bank_id`, nearest first (stops at a repeat or `limit`)."""
+    chain: list[int] = []
+    current = session.execute(select(Bank.parent_bank_id).where(Bank.id == bank_id)).scalar()
+    while current is not None and current not in chain and len(chain) < limit:
+        chain.append(current)
+        current = session.execute(select(Bank.parent_bank_id).where(Bank.id == current)).scalar()
+    return chain
 
 
 def existing_ids(session: Session, bank_ids: Iterable[int]) -> set[int]:
@@ -29,6 +49,11 @@ def add(session: Session, bank: Bank) -> None:
 
 def add_entries(session: Session, entries: Iterable[BankEntry]) -> None:
     session.add_all(list(entries))
+    session.flush()
+
+
+def delete_entries(session: Session, bank_id: int) -> None:
+    session.execute(delete(BankEntry).where(BankEntry.bank_id == bank_id))
     session.flush()
 
 

@@ -253,22 +253,33 @@ def create_bank(*, session: Session, principal: Principal, data: BankCreate) -> 
 def update_bank(
     *, session: Session, principal: Principal, bank_id: int, data: BankUpdate
 ) -> BankPublic:
-    """Change a draft's settings; a frozen or retired bank is immutable (409)."""
-    bank = require_bank(session, bank_id)
+    """Change a draft's settings or entries; a frozen or retired bank is immutable (409)."""
+    bank = repository.get_for_update(session, bank_id)
+    if bank is None:
+        raise NotFound("bank", bank_id)
     if bank.status != BankStatus.draft:
         raise Conflict(f"bank {bank_id} is {bank.status}; only drafts can change")
     before = document(session, bank)
-    changes = data.model_dump(exclude_unset=True)
+    changes = data.model_dump(exclude_unset=True, exclude={"entries"})
     _check_references(
         session,
         parent_bank_id=changes.get("parent_bank_id"),
         gate_decision_id=changes.get("gate_decision_id"),
     )
-    if changes.get("parent_bank_id") == bank_id:
-        raise FieldInvalid(("body", "parent_bank_id"), "a bank cannot be its own parent")
+    parent = changes.get("parent_bank_id")
+    if parent is not None and (
+        parent == bank_id or bank_id in repository.ancestors(session, parent)
+    ):
+        raise FieldInvalid(
+            ("body", "parent_bank_id"), f"bank {parent} descends from bank {bank_id}: a cycle"
+        )
     for field, value in changes.items():
         setattr(bank, field, value)
     repository.add(session, bank)
+    if data.entries is not None:
+        rows = _build_entries(session, bank_id, data.entries)
+        repository.delete_entries(session, bank_id)
+        repository.add_entries(session, rows)
     after = document(session, bank)
     audit.record(
         session=session,
@@ -314,7 +325,10 @@ def freeze_bank(*, session: Session, principal: Principal, bank_id: int) -> Bank
 
 def retire_bank(*, session: Session, principal: Principal, bank_id: int) -> BankSummary:
     """Frozen -> retired; refused (409) while an alias points at the bank."""
-    bank = require_bank(session, bank_id)
+    # Locked first: an alias being pointed at this bank holds a share lock until it commits.
+    bank = repository.get_for_update(session, bank_id)
+    if bank is None:
+        raise NotFound("bank", bank_id)
     if bank.status != BankStatus.frozen:
         raise Conflict(f"bank {bank_id} is {bank.status}; only a frozen bank can be retired")
     names = aliases_repository.names_pointing_at(session, bank_id)

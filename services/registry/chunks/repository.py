@@ -6,6 +6,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session
 
 from services.registry.chunks.models import Chunk, ChunkText, ChunkVersion
@@ -24,6 +26,16 @@ def get_chunk_by_slug(session: Session, slug: str) -> Chunk | None:
 def add(session: Session, row: Chunk | ChunkVersion | ChunkText) -> None:
     session.add(row)
     session.flush()
+
+
+def store_text(session: Session, content_hash: str, content: dict[str, Any]) -> None:
+    """Store the text once per hash; a concurrent writer of the same text is not a conflict."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(ChunkText)
+        .values(content_hash=content_hash, content=content)
+        .on_conflict_do_nothing(index_elements=["content_hash"])
+    )
 
 
 def get_text(session: Session, content_hash: str) -> ChunkText | None:

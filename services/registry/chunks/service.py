@@ -10,7 +10,7 @@ from services.registry.audit import service as audit
 from services.registry.auth import Principal
 from services.registry.cards import repository as cards_repository
 from services.registry.chunks import repository
-from services.registry.chunks.models import Chunk, ChunkText, ChunkVersion
+from services.registry.chunks.models import Chunk, ChunkVersion
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.pagination import page
@@ -105,12 +105,7 @@ def store_version(
     latest = repository.latest_version(session, chunk.id)
     if latest is not None and latest.content_hash == content_hash:
         return version_public((latest, chunk.slug, content.model_dump(mode="json"))), False
-    if repository.get_text(session, content_hash) is None:
-        with conflict_on_integrity("the same text is being stored concurrently", session):
-            repository.add(
-                session,
-                ChunkText(content_hash=content_hash, content=content.model_dump(mode="json")),
-            )
+    repository.store_text(session, content_hash, content.model_dump(mode="json"))
     version = ChunkVersion(
         chunk_id=chunk.id,
         version=1 if latest is None else latest.version + 1,

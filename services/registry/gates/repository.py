@@ -14,6 +14,12 @@ def get_run(session: Session, run_id: int) -> GateRun | None:
     return session.get(GateRun, run_id)
 
 
+def get_run_for_update(session: Session, run_id: int) -> GateRun | None:
+    """The run, row-locked until commit: writes to one gate (observation batches, decisions,
+    closing) queue here, so its task cap and status checks see every earlier write."""
+    return session.get(GateRun, run_id, with_for_update=True, populate_existing=True)
+
+
 def get_decision(session: Session, decision_id: int) -> GateDecision | None:
     return session.get(GateDecision, decision_id)
 

@@ -47,8 +47,8 @@ from shared.registry_api.schemas import (
 POOL = ("body", "candidate_pool", "columns")
 
 
-def require_run(session: Session, run_id: int) -> GateRun:
-    run = repository.get_run(session, run_id)
+def require_run(session: Session, run_id: int, *, lock: bool = False) -> GateRun:
+    run = (repository.get_run_for_update if lock else repository.get_run)(session, run_id)
     if run is None:
         raise NotFound("gate run", run_id)
     return run
@@ -213,7 +213,7 @@ def update_run(
     *, session: Session, principal: Principal, run_id: int, data: GateRunUpdate
 ) -> GateRunPublic:
     """Close an open gate without a decision: incomplete or failed (409 otherwise)."""
-    run = require_run(session, run_id)
+    run = require_run(session, run_id, lock=True)
     if data.status not in (GateStatus.incomplete, GateStatus.failed):
         raise FieldInvalid(
             ("body", "status"), "only incomplete or failed; a decision completes a gate"
@@ -283,7 +283,7 @@ def add_observations(
     *, session: Session, principal: Principal, run_id: int, data: ObservationBatch
 ) -> ObservationBatchResult:
     """Store raw paired observations of an open gate; a (task, sample) seen twice is a 409."""
-    run = require_run(session, run_id)
+    run = require_run(session, run_id, lock=True)
     if run.status != GateStatus.open:
         raise Conflict(f"gate run {run_id} is {run.status}; observations go to an open gate")
     pool = _pool(run)
@@ -423,7 +423,7 @@ def post_decision(
 ) -> DecisionPublic:
     """Record the decision for every pool column (once per gate): a final one completes the
     gate, a provisional one closes it as incomplete and settles nothing."""
-    run = require_run(session, run_id)
+    run = require_run(session, run_id, lock=True)
     if run.status != GateStatus.open:
         raise Conflict(f"gate run {run_id} is {run.status}; a decision closes an open gate")
     if data.primary_component not in REWARD_COMPONENTS:

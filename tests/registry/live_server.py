@@ -1,0 +1,242 @@
+"""A real `intraskill registry serve` process (one worker) for the live-server tests.
+
+The in-process TestClient shares the test's event loop and thread pool; the defects these tests
+pin (a hang under contention, SQLite writer pile-ups, database outages) only show against a
+server process driven by independent clients over loopback, which is what this module starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
+
+from shared.registry_api.schemas import Role
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INTRASKILL = Path(sys.executable).with_name("intraskill")
+
+
+def token_grants() -> str:
+    """REGISTRY_TOKENS for the test tokens of every role."""
+    from services.registry.settings import hash_token
+
+    return json.dumps(
+        [
+            {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}
+            for role in Role
+        ]
+    )
+
+
+@dataclass
+class LiveRegistry:
+    url: str
+    database_url: str
+    process: subprocess.Popen
+
+    def client(self, role: Role | None = Role.operator, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=headers(role), timeout=60, **kwargs)
+
+    def call(self, method: str, path: str, role: Role = Role.operator, **kwargs: Any):
+        with self.client(role) as http:
+            return http.request(method, path, **kwargs)
+
+    def ok(self, method: str, path: str, role: Role = Role.operator, **kwargs: Any) -> Any:
+        response = self.call(method, path, role, **kwargs)
+        assert response.status_code in (200, 201), (response.status_code, response.text)
+        return response.json()
+
+    # Factories, each through the API as an operator.
+    def chunk(self, slug: str, **content: Any) -> dict:
+        body = {"slug": slug, "content": chunk_content(slug, **content)}
+        return self.ok("POST", "/v1/chunks", json=body)
+
+    def bank(self, version_ids: list[int], *, freeze: bool = True, **fields: Any) -> dict:
+        entries = [{"chunk_version_id": vid, "rho": 0.5} for vid in version_ids]
+        bank = self.ok("POST", "/v1/banks", json={"entries": entries, **fields})
+        if freeze:
+            self.ok("POST", f"/v1/banks/{bank['id']}/freeze")
+        return bank
+
+
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"registry exited with {process.returncode}"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("registry did not become ready")
+
+
+@contextmanager
+def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]:
+    """`intraskill registry serve` on a free port against `database_url`; stopped on exit.
+
+    `settings` are extra REGISTRY_* variables (names without the prefix, e.g. max_body_bytes).
+    """
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REGISTRY_TOKENS": token_grants(),
+        **{f"REGISTRY_{name.upper()}": value for name, value in settings.items()},
+    }
+    process = subprocess.Popen(
+        [str(INTRASKILL), "registry", "serve", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, process)
+        yield LiveRegistry(url, database_url, process)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise AssertionError("registry did not stop on SIGTERM") from None
+
+
+# ---------------------------------------------------------------- databases
+
+
+@contextmanager
+def scratch_postgres_database(admin_url: str = ADMIN_URL) -> Iterator[str]:
+    """A fresh, empty Postgres database (dropped afterwards); yields its URL."""
+    name = f"registry_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scratch_database(kind: str, tmp_path: Path) -> Iterator[str]:
+    """A fresh database of `kind` ("postgres" or "sqlite"); yields its URL."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'registry.sqlite'}"
+        return
+    with scratch_postgres_database() as url:
+        yield url
+
+
+@dataclass
+class ThrowawayCluster:
+    """A Postgres cluster of its own (pg_createcluster) that a test may stop and start."""
+
+    version: str
+    name: str
+    port: int
+
+    @property
+    def admin_url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def ctl(self, action: str) -> None:
+        subprocess.run(
+            ["pg_ctlcluster", self.version, self.name, action, "--", "-m", "fast"]
+            if action == "stop"
+            else ["pg_ctlcluster", self.version, self.name, action],
+            check=True,
+            capture_output=True,
+        )
+
+
+def cluster_tools_missing() -> str | None:
+    """Why a throwaway cluster cannot be made here, or None."""
+    for tool in ("pg_createcluster", "pg_ctlcluster", "pg_dropcluster"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    if not Path("/usr/lib/postgresql").is_dir():
+        return "no Postgres server installed"
+    return None
+
+
+@contextmanager
+def throwaway_cluster() -> Iterator[ThrowawayCluster]:
+    """A new Postgres cluster on a free port with trust auth on loopback; dropped afterwards."""
+    version = sorted(Path("/usr/lib/postgresql").iterdir(), key=lambda p: int(p.name))[-1].name
+    cluster = ThrowawayCluster(version, f"regfault{os.getpid()}{uuid.uuid4().hex[:4]}", free_port())
+    subprocess.run(
+        [
+            "pg_createcluster", version, cluster.name, "--port", str(cluster.port),
+            "--start", "--", "--auth-local=trust", "--auth-host=trust",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    try:
+        yield cluster
+    finally:
+        subprocess.run(
+            ["pg_dropcluster", "--stop", version, cluster.name], check=False, capture_output=True
+        )
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def concurrently(url: str, requests: list[dict[str, Any]], timeout_s: float = 120) -> list:
+    """Send every request at once, each on a connection of its own; responses in order.
+
+    A transport error (a reset connection, a timeout) is returned in place of its response.
+    """
+
+    async def run() -> list:
+        limits = httpx.Limits(max_connections=len(requests), max_keepalive_connections=0)
+        async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout_s) as http:
+            gate = asyncio.Event()
+
+            async def one(spec: dict[str, Any]):
+                await gate.wait()
+                try:
+                    return await http.request(**spec)
+                except httpx.TransportError as error:
+                    return error
+
+            tasks = [asyncio.create_task(one(spec)) for spec in requests]
+            await asyncio.sleep(0)
+            gate.set()
+            return await asyncio.gather(*tasks)
+
+    return asyncio.run(run())
+
+
+def status_counts(responses: list) -> dict[int | str, int]:
+    counts: dict[int | str, int] = {}
+    for response in responses:
+        key = (
+            response.status_code
+            if isinstance(response, httpx.Response)
+            else type(response).__name__
+        )
+        counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -1,0 +1,319 @@
+"""The registry as a real `intraskill registry serve` process, on Postgres and on SQLite.
+
+Each test pins a defect found by driving a live server with independent clients (issue 8):
+contention, faults and hostile input must give 4xx/503 answers, never a hang, a 500 or lost data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from live_server import LiveRegistry, concurrently, scratch_database, serve_registry, status_counts
+from registry_support import chunk_content, gate_protocol, headers
+
+from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+
+DATABASES = ["postgres", "sqlite"]
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def registry(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[LiveRegistry]:
+    """One server per database kind for the module (tests make uniquely named objects)."""
+    with (
+        scratch_database(request.param, tmp_path_factory.mktemp(request.param)) as url,
+        serve_registry(url) as live,
+    ):
+        yield live
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def two_frozen_banks(registry: LiveRegistry) -> list[dict]:
+    return [registry.bank([registry.chunk(unique(f"c{i}"))["latest"]["id"]]) for i in range(2)]
+
+
+# ---------------------------------------------------------------- 1. contention
+
+
+def test_two_hundred_alias_moves_with_one_etag_exactly_one_wins(registry: LiveRegistry):
+    """Defect 1: past 40 contending writers (the thread pool) the server hung for good."""
+    banks = two_frozen_banks(registry)
+    name = unique("current")
+    alias = registry.ok(
+        "POST", "/v1/aliases", json={"name": name, "bank_id": banks[0]["id"], "reason": "r"}
+    )
+    moves = [
+        {
+            "method": "PUT",
+            "url": f"/v1/aliases/{name}",
+            "json": {"bank_id": banks[1]["id"], "reason": f"mover {i}"},
+            "headers": headers(Role.evaluator, **{"If-Match": alias["etag"]}),
+        }
+        for i in range(200)
+    ]
+    assert status_counts(concurrently(registry.url, moves)) == {200: 1, 412: 199}
+    history = registry.ok("GET", f"/v1/aliases/{name}/history")["items"]
+    assert [event["revision"] for event in history] == [1, 2]
+    assert registry.call("GET", "/readyz").status_code == 200
+
+
+def test_fifty_same_key_posts_write_once(registry: LiveRegistry):
+    """Defect 1 (same family): 50 same-key POSTs used to hang Postgres past the thread pool."""
+    slug = unique("same-key")
+    body = {"slug": slug, "content": chunk_content(slug)}
+    posts = [
+        {
+            "method": "POST",
+            "url": "/v1/chunks",
+            "json": body,
+            "headers": headers(Role.analyst, **{"Idempotency-Key": f"key-{slug}"}),
+        }
+        for _ in range(50)
+    ]
+    responses = concurrently(registry.url, posts)
+    assert status_counts(responses) == {201: 50}
+    assert len({response.json()["id"] for response in responses}) == 1
+    assert (
+        sum(response.headers.get("Idempotent-Replayed") == "true" for response in responses) == 49
+    )
+
+
+def test_concurrent_independent_writes_all_succeed_or_ask_to_retry(registry: LiveRegistry):
+    """Defect 4: on SQLite 50 concurrent writes gave 39x500 ("database is locked")."""
+    posts = [
+        {
+            "method": "POST",
+            "url": "/v1/chunks",
+            "json": {"slug": (slug := unique("indep")), "content": chunk_content(slug)},
+            "headers": headers(Role.analyst),
+        }
+        for _ in range(50)
+    ]
+    responses = concurrently(registry.url, posts)
+    counts = status_counts(responses)
+    assert set(counts) <= {201, 503}, counts
+    assert all(r.headers["Retry-After"] for r in responses if r.status_code == 503)
+    assert counts.get(201, 0) >= 45, counts
+
+
+# ---------------------------------------------------------------- 2-3. failed writes leave nothing
+
+
+def test_a_failed_write_frees_its_idempotency_key(registry: LiveRegistry):
+    """Defect 2: on SQLite a 422/409 under key K kept K claimed forever."""
+    version = registry.chunk(unique("idem"))["latest"]["id"]
+    key = {"Idempotency-Key": unique("k")}
+    bad = {"entries": [{"chunk_version_id": 2_000_000_000, "rho": 0.5}]}
+    refused = registry.call("POST", "/v1/banks", json=bad, headers=key)
+    assert refused.status_code == 422, refused.text
+    good = {"entries": [{"chunk_version_id": version, "rho": 0.5}]}
+    first = registry.call("POST", "/v1/banks", json=good, headers=key)
+    assert first.status_code == 201, first.text
+    again = registry.call("POST", "/v1/banks", json=good, headers=key)
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.content == first.content
+
+
+def test_a_refused_write_leaves_no_rows(registry: LiveRegistry):
+    """Defect 3: a request answered 4xx could still leave rows behind (SQLite savepoints)."""
+    before = registry.ok("GET", "/v1/banks")["total"]
+    version = registry.chunk(unique("left"))["latest"]["id"]
+    # The bank row is flushed before the second entry is found missing.
+    entries = [
+        {"chunk_version_id": version, "rho": 0.5},
+        {"chunk_version_id": 2_000_000_000, "rho": 0.5},
+    ]
+    assert registry.call("POST", "/v1/banks", json={"entries": entries}).status_code == 422
+    assert registry.ok("GET", "/v1/banks")["total"] == before
+
+
+def test_decision_racing_a_close_leaves_one_consistent_outcome(registry: LiveRegistry):
+    """Defect 3: a decision that lost a race with a close answered 409 yet stayed stored."""
+    world = gate_world(registry)
+    for _ in range(6):
+        run = open_gate(registry, world, n_tasks=1)
+        observe(registry, run, world, n=1)
+        decide = {
+            "method": "POST",
+            "url": f"/v1/gates/{run['id']}/decision",
+            "json": decision_body(world),
+            "headers": headers(Role.evaluator),
+        }
+        close = {
+            "method": "PATCH",
+            "url": f"/v1/gates/{run['id']}",
+            "json": {"status": "failed"},
+            "headers": headers(Role.evaluator),
+        }
+        decided, closed = concurrently(registry.url, [decide, close])
+        assert sorted([decided.status_code, closed.status_code]) in ([200, 409], [201, 409])
+        stored = registry.call("GET", f"/v1/gates/{run['id']}/decision")
+        assert stored.status_code == (200 if decided.status_code == 201 else 404)
+        if decided.status_code == 201:
+            assert len(stored.json()["rows"]) == 1
+
+
+# ---------------------------------------------------------------- gate helpers
+
+
+def gate_world(registry: LiveRegistry) -> dict:
+    version = registry.chunk(unique("gate"))["latest"]["id"]
+    bank = registry.bank([version])
+    checkpoint = unique("ckpt")
+    registry.ok(
+        "POST",
+        "/v1/checkpoints",
+        json={"id": checkpoint, "uri": f"file:///{checkpoint}", "step": 1, "round": 0},
+    )
+    return {"version": version, "bank": bank, "checkpoint": checkpoint}
+
+
+def open_gate(registry: LiveRegistry, world: dict, *, n_tasks: int) -> dict:
+    body = {
+        "round": 0,
+        "checkpoint_id": world["checkpoint"],
+        "base_bank_id": world["bank"]["id"],
+        "candidate_pool": {
+            "columns": [{"chunk_version_id": world["version"], "kind": "current", "slot": 0}]
+        },
+        "mask_seed": 7,
+        **gate_protocol(n_tasks),
+    }
+    return registry.ok("POST", "/v1/gates", role=Role.evaluator, json=body)
+
+
+def observations(n: int, start: int = 0) -> list[dict]:
+    rewards = {name: 0.5 for name in REWARD_COMPONENTS}
+    return [
+        {"task_id": f"t{i}", "inclusion": [i % 2], "bare": rewards, "masked": rewards}
+        for i in range(start, start + n)
+    ]
+
+
+def observe(registry: LiveRegistry, run: dict, world: dict, *, n: int) -> None:
+    registry.ok(
+        "POST",
+        f"/v1/gates/{run['id']}/observations",
+        role=Role.evaluator,
+        json={"observations": observations(n)},
+    )
+
+
+def decision_body(world: dict) -> dict:
+    coefficients = {name: 0.0 for name in REWARD_COMPONENTS}
+    row = {
+        "chunk_version_id": world["version"],
+        "coefficients": coefficients,
+        "status": "retired",
+    }
+    return {"rows": [row]}
+
+
+def test_concurrent_observation_batches_never_pass_the_task_count(registry: LiveRegistry):
+    """Defect 7: 20 concurrent batches of 10 stored 202 observations for n_tasks = 100."""
+    world = gate_world(registry)
+    run = open_gate(registry, world, n_tasks=100)
+    batches = [
+        {
+            "method": "POST",
+            "url": f"/v1/gates/{run['id']}/observations",
+            "json": {"observations": observations(10, start=10 * i)},
+            "headers": headers(Role.evaluator),
+        }
+        for i in range(20)
+    ]
+    assert status_counts(concurrently(registry.url, batches)) == {201: 10, 409: 10}
+    assert registry.ok("GET", f"/v1/gates/{run['id']}")["n_observations"] == 100
+
+
+# ---------------------------------------------------------------- 5-10. hostile input
+
+
+def test_a_lone_surrogate_is_a_422_not_a_500(registry: LiveRegistry):
+    """Defect 5: "\\ud800" in a validated string crashed the 422 handler (500, reset)."""
+    for body in (
+        b'{"slug": "\\ud800", "content": {}}',
+        b'{"slug": "ok", "content": {"title": "\\ud800", "applies_when": "x", "procedure": ["y"],'
+        b' "verify": "z", "avoid": "w"}}',
+    ):
+        response = registry.call(
+            "POST", "/v1/chunks", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"]
+
+
+def test_patch_a_draft_with_entries_replaces_them(registry: LiveRegistry):
+    """Defect 6: `entries` is in BankUpdate, yet PATCH with it answered 500."""
+    first, second = (registry.chunk(unique(f"p{i}"))["latest"]["id"] for i in range(2))
+    draft = registry.bank([first], freeze=False)
+    patched = registry.ok(
+        "PATCH",
+        f"/v1/banks/{draft['id']}",
+        role=Role.evaluator,
+        json={"entries": [{"chunk_version_id": second, "rho": 0.25}]},
+    )
+    assert [(e["chunk_version_id"], e["rho"]) for e in patched["entries"]] == [(second, 0.25)]
+    assert registry.ok("GET", f"/v1/banks/{draft['id']}")["entries"] == patched["entries"]
+
+
+def test_aliases_never_point_at_a_retired_bank(registry: LiveRegistry):
+    """Defect 8: create and move both accepted a retired bank, a state retire itself refuses."""
+    live, retired = two_frozen_banks(registry)
+    registry.ok("POST", f"/v1/banks/{retired['id']}/retire")
+    name = unique("al")
+    create = registry.call(
+        "POST", "/v1/aliases", json={"name": name, "bank_id": retired["id"], "reason": "r"}
+    )
+    assert create.status_code == 409, create.text
+    alias = registry.ok(
+        "POST", "/v1/aliases", json={"name": name, "bank_id": live["id"], "reason": "r"}
+    )
+    move = registry.call(
+        "PUT",
+        f"/v1/aliases/{name}",
+        json={"bank_id": retired["id"], "reason": "r"},
+        headers={"If-Match": alias["etag"]},
+    )
+    assert move.status_code == 409, move.text
+
+
+def test_a_bank_cannot_become_its_own_ancestor(registry: LiveRegistry):
+    """Defect 9: PATCH parent_bank_id made a cycle."""
+    version = registry.chunk(unique("cyc"))["latest"]["id"]
+    parent = registry.bank([version], freeze=False)
+    child = registry.bank([version], freeze=False, parent_bank_id=parent["id"])
+    grandchild = registry.bank([version], freeze=False, parent_bank_id=child["id"])
+    for descendant in (child, grandchild):
+        cycle = registry.call(
+            "PATCH", f"/v1/banks/{parent['id']}", json={"parent_bank_id": descendant["id"]}
+        )
+        assert cycle.status_code == 422, cycle.text
+    assert registry.ok("GET", f"/v1/banks/{parent['id']}")["parent_bank_id"] is None
+
+
+def test_bodies_over_the_limit_are_413_and_not_stored(registry: LiveRegistry):
+    """Defect 10: 10 MB in card.extras was stored (and copied into the audit log)."""
+    before = registry.ok("GET", "/v1/cards")["total"]
+    card = {
+        "round": 0,
+        "task_id": "t",
+        "outcome": "NO_PROPOSAL",
+        "eligible": False,
+        "extras": {"blob": "x" * (2 << 20)},
+    }
+    assert registry.call("POST", "/v1/cards", json=card).status_code == 413
+
+    def chunked():  # no Content-Length: the limit counts the bytes actually sent
+        yield b'{"round": 0, "task_id": "t", "outcome": "NO_PROPOSAL", "eligible": false, '
+        yield b'"extras": {"blob": "' + b"x" * (2 << 20) + b'"}}'
+
+    response = registry.call(
+        "POST", "/v1/cards", content=chunked(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert registry.ok("GET", "/v1/cards")["total"] == before
