@@ -1,0 +1,123 @@
+"""The compiler's rules: merge by mechanism, cite every card once, <= 6, dedupe, firewall."""
+
+import pytest
+
+from services.analyst.cards import finish_card
+from services.analyst.compiler import compile_round, signature
+from services.analyst.mechanisms import LIBRARY, WORKFLOW
+from shared.chunks import ChunkContent
+from shared.leak import GoldFacts
+from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from tests.analyst.support import library_bank
+
+SUCCESS = [{"valid_actions": 3, "success": True}]
+
+
+def card(mechanism, *, target=None, content=None, outcome=CardOutcome.ADD, trigger=None, gold=None):
+    template = LIBRARY[mechanism]
+    proposed = content or template.template
+    deployable = DeployableAbstraction(
+        failure_mechanism=template.failure_surface,
+        applicable_when=proposed.applies_when,
+        observable_trigger=trigger or template.trigger,
+        corrective_procedure=" ".join(proposed.procedure),
+        verification_step=proposed.verify,
+        target_chunk_id=target,
+        proposed_content=proposed,
+    )
+    return finish_card(
+        round=1, task_id="task-000001", checkpoint_id=None, evidence_id=None, outcome=outcome,
+        audit={"firewall_gold": (gold or GoldFacts()).as_json()}, deployable=deployable,
+        gold=None, trials=SUCCESS, active=library_bank("explicit_query"), cold_start=False,
+        extras={"mechanism": mechanism},
+    )  # fmt: skip
+
+
+def numbered(cards):
+    return list(enumerate(cards, start=1))
+
+
+def cited(result):
+    ids = [i for candidate in result.candidates for i in candidate.card_ids]
+    return ids + result.evidence_only
+
+
+def test_merges_many_to_one_by_mechanism_and_cites_each_card_once():
+    cards = numbered([card("price_check"), card("option_choice"), card("price_check")])
+    result = compile_round(cards, active=[])
+    assert [(c.mechanism, c.card_ids) for c in result.candidates] == [
+        ("price_check", (1, 3)),  # best supported first
+        ("option_choice", (2,)),
+    ]
+    assert sorted(cited(result)) == [1, 2, 3]
+    assert result.candidates[0].operation == "ADD" and result.candidates[0].target_chunk_id is None
+
+
+def test_same_mechanism_with_another_trigger_stays_apart():
+    cart = LIBRARY["price_check"].template.model_copy(update={"title": "Price check in the cart"})
+    other = card("price_check", trigger="the cart shows a total", content=cart)
+    result = compile_round(numbered([card("price_check"), other]), active=[])
+    assert len(result.candidates) == 2
+    # Same trigger and procedure but the same text again: one candidate, one evidence-only.
+    twice = compile_round(numbered([card("price_check"), card("price_check")]), active=[])
+    assert [c.card_ids for c in twice.candidates] == [(1, 2)]
+
+
+def test_at_most_six_candidates_rest_evidence_only():
+    other = ChunkContent(title="Seventh idea", applies_when="a", procedure=["b"], verify="c",
+                         avoid="d")  # fmt: skip
+    cards = [card(key) for key in WORKFLOW] + [card("price_check", content=other, trigger="x")]
+    result = compile_round(numbered(cards), active=[])
+    assert len(result.candidates) == 6
+    assert len(result.evidence_only) == 1
+    assert sorted(cited(result)) == list(range(1, 8))
+    assert compile_round(numbered(cards), active=[], max_candidates=2).candidates[1:] != []
+
+
+def test_rewrite_must_target_an_active_chunk():
+    active = library_bank("explicit_query")  # chunk id 1
+    better = ChunkContent(title="Search query: all explicit constraint words", applies_when="a",
+                          procedure=["b"], verify="c", avoid="d")  # fmt: skip
+    good = card("explicit_query", target=1, content=better, outcome=CardOutcome.REWRITE)
+    stale = card("option_choice", target=5, outcome=CardOutcome.REWRITE)
+    assert not stale.eligible  # forced NO_PROPOSAL: target not active
+    result = compile_round(numbered([good, stale]), active=active)
+    assert [(c.operation, c.target_chunk_id) for c in result.candidates] == [("REWRITE", 1)]
+    assert result.evidence_only == []  # ineligible cards are not compiled at all
+
+
+def test_fingerprint_dedupe_against_active_bank_and_history():
+    active = library_bank("explicit_query")
+    content = LIBRARY["price_check"].template
+    history = [(signature("ADD", None, content), content)]
+    cards = numbered([card("explicit_query"), card("price_check"), card("option_choice")])
+    result = compile_round(cards, active=active, history=history)
+    assert [c.mechanism for c in result.candidates] == ["option_choice"]
+    assert sorted(result.evidence_only) == [1, 2]
+
+
+def test_candidate_text_passes_each_cards_firewall():
+    gold = GoldFacts(gold_options=("charcoal gray",))
+    leaky = ChunkContent(title="Option values: pick charcoal gray", applies_when="a",
+                         procedure=["b"], verify="c", avoid="d")  # fmt: skip
+    result = compile_round(numbered([card("option_choice", content=leaky, gold=gold)]), active=[])
+    assert result.candidates == [] and result.evidence_only == [1]
+    assert "firewall" in result.dropped[0]["reason"]
+
+
+@pytest.mark.slow
+def test_semantic_duplicate_of_an_active_chunk_is_dropped():
+    from services.analyst.embeddings import most_similar
+
+    template = LIBRARY["price_check"].template
+    reworded = template.model_copy(
+        update={"procedure": ["Once options are chosen, read the price shown for the selection.",
+                              "When it is above the budget, go back and try the next result."]}
+    )  # fmt: skip
+    result = compile_round(
+        numbered([card("price_check", content=reworded), card("option_choice")]),
+        active=library_bank("price_check"),
+        similar=most_similar,
+    )
+    assert [c.mechanism for c in result.candidates] == ["option_choice"]
+    assert "semantic duplicate" in result.dropped[0]["reason"]
