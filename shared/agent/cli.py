@@ -36,18 +36,27 @@ def prepare_model(
     seed: Annotated[int, typer.Option(help="tiny model only")] = 0,
 ) -> None:
     """Convert or build a local model once; later loads take about a second."""
-    from shared.agent.models import DEFAULT_CACHE, build_tiny_model, model_identity, prepare_smollm2
+    from shared.agent.models import (
+        DEFAULT_CACHE,
+        IDENTITY_FILE,
+        SMOLLM2_DIR,
+        build_tiny_model,
+        model_identity,
+        prepare_smollm2,
+    )
 
     cache = cache_dir or DEFAULT_CACHE
     if name == "smollm2":
-        build, what = (lambda: prepare_smollm2(cache, force=force)), PREPARE_SMOLLM2
+        cached = (Path(cache) / SMOLLM2_DIR / IDENTITY_FILE).exists() and not force
+        what = "SmolLM2-135M-Instruct: already prepared" if cached else PREPARE_SMOLLM2
+        build = lambda: prepare_smollm2(cache, force=force)  # noqa: E731
     elif name == "tiny":
         build, what = (lambda: build_tiny_model(cache, seed=seed, force=force)), PREPARE_TINY
     else:
         raise typer.BadParameter(
             f"unknown model {name!r}; choose smollm2 or tiny", param_hint="NAME"
         )
-    path = _with_spinner(build, f"{what} into {cache} (set --cache-dir or INTRASKILL_MODEL_CACHE)")
+    path = _with_spinner(build, f"{what} in {cache} (set --cache-dir or INTRASKILL_MODEL_CACHE)")
     size_mb = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
     _stderr().print(f"model ready: {path} ({size_mb:,.0f} MB on disk)")
     typer.echo(json.dumps({"path": str(path), **model_identity(path)}, indent=2))
