@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from registry_support import chunk_content
 from sqlalchemy import text
 
+from services.registry.errors import install_error_handlers
 from shared.chunks import MAX_FIELD_CHARS, MAX_TITLE_CHARS
 from shared.registry_api.schemas import Role
 
@@ -249,3 +252,36 @@ def test_malformed_json_is_422(api):
         headers={"Content-Type": "application/json"},
     )
     assert response.status_code == 422
+
+
+@pytest.mark.parametrize("field", ["extras", "privileged_audit"])
+def test_nul_inside_free_form_json_is_422_and_stores_nothing(api, app, field):
+    # Free-form JSON has no schema field by field, and Postgres' jsonb cannot hold \u0000.
+    card = {
+        "round": 0,
+        "task_id": "task-000017",
+        "outcome": "NO_PROPOSAL",
+        "eligible": False,
+        field: {"note": "nul \x00 inside"},
+    }
+    response = api.call("POST", "/v1/cards", role=Role.analyst, json=card, expect=422)
+    assert _loc(response)[0] == "body"
+    with app.state.engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM failure_cards")).scalar_one() == 0
+    api.call("POST", "/v1/cards", role=Role.analyst, json={**card, field: {}}, expect=201)
+
+
+def test_a_value_the_database_refuses_is_422_not_500(app):
+    """The back-stop behind the schemas: whatever value Postgres refuses (here a NUL escape in a
+    JSON document, sent straight to the database) comes back as a 422 on the body."""
+    probe = FastAPI()
+    install_error_handlers(probe)
+
+    @probe.post("/probe")
+    def store_nul() -> None:
+        with app.state.engine.connect() as connection:
+            connection.execute(text("SELECT CAST(:doc AS jsonb)"), {"doc": '{"a": "\\u0000"}'})
+
+    response = TestClient(probe, raise_server_exceptions=False).post("/probe")
+    assert response.status_code == 422
+    assert _loc(response) == ["body"]
