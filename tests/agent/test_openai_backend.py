@@ -46,7 +46,8 @@ def behaviour(served):
 def client(served, **kwargs) -> OpenAIBackend:
     server, _, _ = served
     kwargs.setdefault("backoff_s", 0.01)
-    return OpenAIBackend(server.base_url, "tiny", checkpoint_id="tiny-ckpt", **kwargs)
+    kwargs.setdefault("checkpoint_id", "tiny-ckpt")
+    return OpenAIBackend(server.base_url, "tiny", **kwargs)
 
 
 def episode_bodies(behaviour) -> list[dict]:
@@ -325,6 +326,8 @@ def test_checkpoint_id_is_the_published_identity_or_refused(served, behaviour) -
     published = OpenAIBackend(server.base_url, "tiny", backoff_s=0.01)
     [trajectory] = run_episodes(ScriptedShop(), published, [EpisodeSpec("t", 1)], config)
     assert trajectory.provenance.checkpoint_id == "tiny-seed0-abc"
+    with pytest.raises(ServerCheckError, match="not 'tiny-seed1-def'"):  # the wrong weights
+        RolloutEngine(ScriptedShop(), client(served, checkpoint_id="tiny-seed1-def"), config)
     with pytest.raises(ServerCheckError, match="not 'other'"):
         RolloutEngine(ScriptedShop(), OpenAIBackend(server.base_url, "other"), config)
 

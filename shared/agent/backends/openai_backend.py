@@ -134,14 +134,22 @@ class OpenAIBackend:
         names = [card["id"] for card in self._request("GET", "/models").json().get("data", [])]
         if self.model_id not in names:
             raise ServerCheckError(f"the server serves {names}, not {self.model_id!r}")
-        published = [name for name in names if name.startswith(CHECKPOINT_NAME_PREFIX)]
+        published = [
+            name.removeprefix(CHECKPOINT_NAME_PREFIX)
+            for name in names
+            if name.startswith(CHECKPOINT_NAME_PREFIX)
+        ]
         if self.checkpoint_id is None:
             if len(published) != 1:
                 raise ServerCheckError(
                     "unknown identity of the served weights: pass checkpoint_id (the trainer's "
                     "weight version), or serve with `intraskill agent serve`, which publishes it"
                 )
-            self.checkpoint_id = published[0].removeprefix(CHECKPOINT_NAME_PREFIX)
+            self.checkpoint_id = published[0]
+        elif published and self.checkpoint_id not in published:
+            raise ServerCheckError(
+                f"the server serves checkpoint {published}, not {self.checkpoint_id!r}"
+            )
 
     def _check_tools(self, decoding: DecodingConfig) -> None:
         messages = list(PROBE_MESSAGES)
