@@ -10,8 +10,9 @@ from typing import Any
 
 from shared.report.snapshot import load_snapshot
 
-# Where the trainer's per-step metrics may lie in a run folder (the demo trains into train/).
-METRICS_FILES = ("metrics.jsonl", "train/metrics.jsonl")
+# Where the trainer's per-step metrics may lie in a run folder: a trainer's own --out, or the
+# demo's train/RUN_ID/ (the trainer names its run after that folder).
+METRICS_FILES = ("metrics.jsonl", "train/metrics.jsonl", "train/*/metrics.jsonl")
 EVALUATION_FILES = ("test/evaluation.json", "evaluation.json")
 CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
 FUNNEL_COLUMNS = ("all_wrong_groups", "failed_retries", "deficits", "cards", "eligible",
@@ -27,8 +28,8 @@ class RunData:
     evaluation: dict[str, Any] | None
 
 
-def _first_existing(run_dir: Path, names: Iterable[str]) -> Path | None:
-    return next((run_dir / n for n in names if (run_dir / n).exists()), None)
+def _first_existing(run_dir: Path, patterns: Iterable[str]) -> Path | None:
+    return next((path for p in patterns for path in sorted(run_dir.glob(p))), None)
 
 
 def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

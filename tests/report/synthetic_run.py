@@ -146,12 +146,11 @@ def metrics_lines(seed: int = 7) -> list[dict]:
                     "reward": success + 0.05,
                     "success": success,
                     "all_wrong_rate": max(0.0, 0.5 - 0.05 * global_step),
-                    "skill_free_rate": 0.2 + rng.uniform(-0.05, 0.05),
-                    "assisted_empty_rate": 0.05,
-                    "filter": {
-                        "dropped_technical": step % 2,
-                        "dropped_zero_variance": 3 - step % 3,
-                    },
+                    "skill_free_group_rate": 0.2 + rng.uniform(-0.05, 0.05),
+                    "assisted_empty_group_rate": 0.05,
+                    "technical_drops": step % 2,
+                    "zero_variance_drops": 3 - step % 3,
+                    "chunks": {"price-check": {"target_rho": 0.5, "inclusion_rate": 0.4}},
                     "episodes_generated": 64,
                     "episodes_admitted": 32,
                     "optimizer_updates": 2,
@@ -164,8 +163,8 @@ def metrics_lines(seed: int = 7) -> list[dict]:
 
 def write_run(folder: Path, *, policy: str = "procedural") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    train = folder / "train"
-    train.mkdir(exist_ok=True)
+    train = folder / "train" / "synthetic-run"  # where the demo's trainer writes
+    train.mkdir(parents=True, exist_ok=True)
     lines = metrics_lines()
     # a torn last line, as a run killed mid-write leaves it
     text = "\n".join(json.dumps(line) for line in lines) + '\n{"round": 1, "st'

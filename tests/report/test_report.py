@@ -51,6 +51,16 @@ def test_report_is_one_self_contained_html_and_a_markdown_with_pngs(run):
     assert first == (run / linked[0]).read_bytes()
 
 
+def test_training_totals_add_up_the_step_lines(run):
+    markdown = (run / "report.md").read_text()
+    # 2 rounds x 4 steps of 64 generated / 32 admitted episodes and 2 updates; the torn last
+    # line is skipped
+    assert md_row(markdown, "rollout steps")[1] == "8"
+    assert md_row(markdown, "episodes generated")[1] == "512"
+    assert md_row(markdown, "episodes admitted")[1] == "256"
+    assert md_row(markdown, "optimizer updates")[1] == "16"
+
+
 def test_funnel_sits_beside_the_reference_figures(run):
     markdown = (run / "report.md").read_text()
     # columns: all-wrong, failed retries, deficits, cards, eligible, candidates
