@@ -59,6 +59,18 @@ def firewall(
             print(f"{verdict} {line['name']}  {rules}")
 
 
+@app.command()
+def serve(host: str = "127.0.0.1", port: int = 8200) -> None:
+    """Serve the analyst (groups, compile and cold-start jobs); settings from ANALYST_*."""
+    import uvicorn
+
+    from services.analyst.settings import AnalystSettings
+
+    settings = AnalystSettings()  # validated now: a bad setting stops the start, not a job
+    typer.echo(f"analyst on http://{host}:{port}/docs  registry {settings.registry_url}")
+    uvicorn.run("services.analyst.app:create_app", factory=True, host=host, port=port)
+
+
 def main(argv: list[str]) -> int:
     """Entry point for `intraskill analyst`: typer reports usage errors and sets the exit code."""
     try:

@@ -1,0 +1,189 @@
+"""The analyst service: all-wrong groups in, round compilations and the cold start as async
+jobs (POST -> 202 + job id, GET polls), funnels out.
+
+    intraskill analyst serve --port 8200      # reads ANALYST_* settings
+
+Routes are thin: validate, store or submit, answer. The contract is `shared/analyst_api`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+import httpx
+from fastapi import FastAPI, Header, HTTPException, Query, Request, Response, status
+
+from services.analyst.jobs import JobStore, now
+from services.analyst.settings import AnalystSettings
+from services.analyst.store import GroupConflict, GroupStore
+from shared.analyst_api.schemas import (
+    AllWrongGroupPublic,
+    AllWrongGroupSubmit,
+    ColdStartCreate,
+    CompileRoundCreate,
+    FunnelCounts,
+    JobPublic,
+    Readiness,
+)
+from shared.registry_api.client import RegistryClient
+
+
+def create_app(
+    settings: AnalystSettings | None = None,
+    *,
+    client_factory: Callable[[], RegistryClient] | None = None,
+    analyzer=None,
+    similar=None,
+) -> FastAPI:
+    """The app; the registry client, the failure analyst and the dedupe default to settings'."""
+    settings = settings or AnalystSettings()
+    clients = client_factory or settings.registry_client
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.jobs = JobStore(settings.data_dir / "jobs", max_workers=settings.max_workers)
+        app.state.groups = GroupStore(settings.data_dir)
+        yield
+        app.state.jobs.shutdown()
+
+    app = FastAPI(title="IntraSkill analyst", version="1", lifespan=lifespan)
+
+    def jobs(request: Request) -> JobStore:
+        return request.app.state.jobs
+
+    def groups(request: Request) -> GroupStore:
+        return request.app.state.groups
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=Readiness)
+    def readyz(response: Response) -> Readiness:
+        """Ready when the registry answers and the data folder is writable."""
+        checks: dict[str, str] = {}
+        try:
+            reply = httpx.get(f"{settings.registry_url.rstrip('/')}/healthz", timeout=2)
+            checks["registry"] = "ok" if reply.status_code == 200 else f"HTTP {reply.status_code}"
+        except httpx.HTTPError as error:
+            checks["registry"] = f"unreachable: {type(error).__name__}"
+        checks["registry_token"] = "ok" if settings.registry_token else "missing"
+        try:
+            probe = settings.data_dir / ".ready"
+            probe.write_text(now())
+            checks["data_dir"] = "ok"
+        except OSError as error:
+            checks["data_dir"] = f"not writable: {error}"
+        ready = all(value == "ok" for value in checks.values())
+        if not ready:
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+        return Readiness(ready=ready, checks=checks)
+
+    @app.post("/v1/all-wrong-groups", status_code=201, response_model=AllWrongGroupPublic)
+    def submit_group(
+        body: AllWrongGroupSubmit, request: Request, response: Response
+    ) -> AllWrongGroupPublic:
+        """Record an all-wrong group (idempotent on run, round, step and group index)."""
+        try:
+            record = groups(request).submit(body, now())
+        except GroupConflict as error:
+            raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
+        if record.replayed:
+            response.status_code = status.HTTP_200_OK
+        response.headers["Location"] = f"/v1/all-wrong-groups/{record.id}"
+        return record
+
+    @app.get("/v1/all-wrong-groups/{group_id}", response_model=AllWrongGroupPublic)
+    def read_group(group_id: str, request: Request) -> AllWrongGroupPublic:
+        record = groups(request).get(group_id)
+        if record is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no group {group_id!r}")
+        return record
+
+    @app.get("/v1/all-wrong-groups", response_model=list[AllWrongGroupPublic])
+    def list_groups(
+        request: Request,
+        run_id: str | None = None,
+        round: Annotated[int | None, Query(ge=0)] = None,
+        status_filter: Annotated[str | None, Query(alias="status")] = None,
+    ) -> list[AllWrongGroupPublic]:
+        return groups(request).list(run_id=run_id, round=round, status=status_filter)
+
+    @app.get("/v1/funnel", response_model=FunnelCounts)
+    def funnel(request: Request, run_id: str, round: Annotated[int, Query(ge=0)]) -> FunnelCounts:
+        return groups(request).funnel(run_id, round)
+
+    def submit(kind, body, work, request: Request, response: Response, key) -> JobPublic:
+        job, _ = jobs(request).submit(kind, body.model_dump(mode="json"), work, key=key)
+        response.headers["Location"] = f"/v1/jobs/{job.id}"
+        return JobPublic(**job.public())
+
+    @app.post("/v1/compile-jobs", status_code=202, response_model=JobPublic)
+    def create_compile_job(
+        body: CompileRoundCreate,
+        request: Request,
+        response: Response,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> JobPublic:
+        """Retries, analysis and compilation of a round, on its frozen checkpoint and bank."""
+        from services.analyst.slow_loop import compile_round_job
+
+        store = groups(request)
+
+        def work(progress) -> dict:
+            client = clients()
+            try:
+                return compile_round_job(
+                    body, settings=settings, store=store, client=client,
+                    analyzer=analyzer or _analyzer(body.analyst_backend, settings),
+                    folder=progress.folder, progress=progress, similar=similar,
+                )  # fmt: skip
+            finally:
+                client.close()
+
+        return submit("compile", body, work, request, response, idempotency_key)
+
+    @app.post("/v1/cold-start-jobs", status_code=202, response_model=JobPublic)
+    def create_cold_start_job(
+        body: ColdStartCreate,
+        request: Request,
+        response: Response,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> JobPublic:
+        """Trace2Skill cold start: bare runs -> cards -> drafts -> Gate A -> S_0."""
+        from services.analyst.cold_start import cold_start_job
+
+        def work(progress) -> dict:
+            client = clients()
+            try:
+                return cold_start_job(
+                    body, settings=settings, client=client,
+                    analyzer=analyzer or _analyzer(body.analyst_backend, settings),
+                    folder=progress.folder, progress=progress,
+                )  # fmt: skip
+            finally:
+                client.close()
+
+        return submit("cold-start", body, work, request, response, idempotency_key)
+
+    @app.get("/v1/jobs/{job_id}", response_model=JobPublic)
+    def read_job(job_id: str, request: Request) -> JobPublic:
+        job = jobs(request).get(job_id)
+        if job is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_id!r}")
+        return JobPublic(**job.public())
+
+    return app
+
+
+def _analyzer(name: str, settings: AnalystSettings):
+    """The failure analyst backend by name."""
+    if name == "rules":
+        from services.analyst.rules_backend import analyze
+
+        return analyze
+    from services.analyst.llm_backend import LLMAnalyst
+
+    return LLMAnalyst.from_settings(settings).analyze

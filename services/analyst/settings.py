@@ -1,0 +1,66 @@
+"""The analyst's one settings class, read from the environment (prefix ANALYST_) at start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class AnalystSettings(BaseSettings):
+    """Registry and evaluator access, how retries and live tests run, and the LLM analyst."""
+
+    model_config = SettingsConfigDict(env_prefix="ANALYST_", env_file=".env", extra="ignore")
+
+    registry_url: str = Field("http://127.0.0.1:8000", description="registry base URL")
+    registry_token: SecretStr | None = Field(None, description="bearer token, analyst role")
+    evaluator_url: str = Field("http://127.0.0.1:8100", description="evaluator (Gate A)")
+    data_dir: Path = Field(Path("runs") / "analyst", description="groups, jobs, traces")
+    max_workers: int = Field(1, ge=1, le=16, description="jobs run at once")
+
+    env_preset: str = Field("cpu", description="ShopSim preset when a job names none")
+    env_path: str | None = Field(None, description="a ShopSim world folder; overrides presets")
+    prompt_version: str | None = Field(None, description="prompt layout; None: the runtime's")
+    decoding: Literal["paper", "cpu"] = "cpu"
+    concurrency: int = Field(16, ge=1, le=1024, description="episodes live at once")
+    max_turns: int | None = Field(None, ge=1, description="step cap below the environment's")
+    device: str = "cpu"
+    dtype: str = "float32"
+    backend_options: dict[str, Any] = Field(default_factory=dict, description="policy options")
+
+    retry_attempts: int = Field(2, ge=0, le=10, description="reruns of an unscored retry")
+    analyst_attempts: int = Field(2, ge=1, le=10, description="tries before ANALYST_ERROR")
+    semantic_dedupe: bool = Field(True, description="MiniLM near-duplicate check in compile")
+
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible server (llm backend)")
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_max_rounds: int = Field(20, ge=2, le=100, description="tool rounds per analysis")
+    llm_repairs: int = Field(3, ge=0, le=10, description="schema repair attempts")
+    llm_timeout_s: float = Field(120.0, gt=0)
+
+    def registry_client(self):
+        from shared.registry_api.client import RegistryClient
+
+        if self.registry_token is None:
+            raise LookupError("ANALYST_REGISTRY_TOKEN is not set")
+        return RegistryClient(self.registry_url, self.registry_token.get_secret_value())
+
+    def make_env(self, preset: str | None = None):
+        from shared.shopsim.env import ShopEnv
+
+        if self.env_path:
+            return ShopEnv.load(self.env_path)
+        return ShopEnv.from_preset(preset or self.env_preset)
+
+    def rollout_config(self):
+        from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
+        from shared.agent.runner import RolloutConfig
+
+        decoding = PAPER_DECODING if self.decoding == "paper" else CPU_DECODING
+        extra = {"prompt_version": self.prompt_version} if self.prompt_version else {}
+        return RolloutConfig(
+            decoding=decoding, concurrency=self.concurrency, max_turns=self.max_turns, **extra
+        )

@@ -1,0 +1,312 @@
+"""A round's slow loop on the frozen checkpoint: full-skill retries of the pending all-wrong
+groups, failure analysis of the failed retries, compilation, registry writes, funnel.
+
+    retry succeeded  -> internalization deficit (recorded, no proposal)
+    retry failed     -> the failure analyst writes a card (registry: cards)
+    retry unscored   -> rerun up to `retry_attempts` times, then a runtime error
+    analyst crashed  -> retried up to `analyst_attempts` times, then ANALYST_ERROR (recorded)
+
+The retry carries exactly the bank's chunks (ids, versions, content) and is checked against
+the bank before its outcome counts. Retries never reach the trainer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from services.analyst.compiler import compile_round
+from services.analyst.rules_backend import AnalysisInput, injected
+from services.analyst.settings import AnalystSettings
+from services.analyst.store import GroupStore
+from shared.agent.runner import EpisodeSpec, run_episodes
+from shared.agent.trajectory import Trajectory
+from shared.analyst_api.schemas import (
+    AllWrongGroupPublic,
+    CandidateSummary,
+    CompileRoundCreate,
+    CompileRoundResult,
+    FunnelCounts,
+    PolicySpec,
+)
+from shared.hashing import hash_key
+from shared.registry_api.client import AuthError, Conflict, RegistryClient
+from shared.registry_api.schemas import (
+    BankPublic,
+    CandidateCreate,
+    CandidateOperation,
+    CardCreate,
+    RetryOutcome,
+)
+
+Analyzer = Callable[[AnalysisInput], CardCreate]
+
+
+class RetryMismatch(RuntimeError):
+    """A retry's prompt did not carry exactly the bank's chunks."""
+
+
+def make_policy(spec: PolicySpec, settings: AnalystSettings):
+    """The frozen checkpoint's policy backend, through the agent runtime's factory."""
+    from shared.agent.backends import make_backend
+
+    options = dict(settings.backend_options)
+    if spec.backend == "openai":
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+        return make_backend(
+            "openai",
+            spec.model or spec.checkpoint_id,
+            base_url=spec.base_url,
+            checkpoint_id=spec.checkpoint_id,
+            api_key=key,
+            **options,
+        )
+    model = spec.model or (spec.weights_uri or spec.checkpoint_id).removeprefix("file://")
+    if spec.backend == "transformers":
+        options = {"device": settings.device, "dtype": settings.dtype, **options}
+    return make_backend(spec.backend, model, checkpoint_id=spec.checkpoint_id, **options)
+
+
+def episode_seed(*parts: object) -> int:
+    return int.from_bytes(hash_key("analyst", *parts)[:4], "big")
+
+
+def verify_retry(trajectory: Trajectory, bank: BankPublic) -> None:
+    """The retry's prompt carried exactly the bank's chunk ids, versions and content."""
+    expected = [f"{entry.slug}@{entry.version}" for entry in bank.entries]
+    if trajectory.provenance.injected != expected:
+        raise RetryMismatch(f"retry injected {trajectory.provenance.injected}, bank {expected}")
+    if trajectory.provenance.bank_hash != bank.content_hash:
+        raise RetryMismatch("retry bank hash differs from the frozen bank's")
+    for entry in bank.entries:
+        if entry.content.content_hash() != entry.content_hash:
+            raise RetryMismatch(f"chunk {entry.slug}@{entry.version} content differs")
+
+
+def run_retries(
+    groups: Sequence[AllWrongGroupPublic],
+    bank: BankPublic,
+    *,
+    env,
+    policy,
+    settings: AnalystSettings,
+    traces: Path,
+) -> dict[str, tuple[str, Trajectory | None]]:
+    """group id -> (outcome, retry trajectory): one full-bank trajectory per group, unscored
+    ones rerun up to `retry_attempts` times."""
+    chunks = tuple(injected(bank.entries))
+    outcomes: dict[str, tuple[str, Trajectory | None]] = {}
+    waiting = list(groups)
+    for attempt in range(settings.retry_attempts + 1):
+        if not waiting:
+            break
+        specs = [
+            EpisodeSpec(
+                task_id=group.request.task_id,
+                seed=episode_seed(group.id, "retry", attempt),
+                chunks=chunks,
+                inclusion=tuple([1] * len(chunks)),
+                bank_id=str(bank.id),
+                bank_hash=bank.content_hash,
+                group_id=group.id,
+                episode_id=f"{group.id}-retry-{attempt}",
+            )
+            for group in waiting
+        ]
+        trajectories = run_episodes(env, policy, specs, settings.rollout_config())
+        still = []
+        for group, trajectory in zip(waiting, trajectories, strict=True):
+            path = traces / f"{trajectory.episode_id}.json"
+            path.write_text(trajectory.to_json(), encoding="utf-8")
+            if not trajectory.scored:
+                still.append(group)
+                outcomes[group.id] = ("runtime_error", trajectory)
+                continue
+            verify_retry(trajectory, bank)
+            success = trajectory.components.get("r_success") == 1.0
+            outcomes[group.id] = ("success" if success else "failure", trajectory)
+        waiting = still
+    return outcomes
+
+
+def compile_round_job(
+    body: CompileRoundCreate,
+    *,
+    settings: AnalystSettings,
+    store: GroupStore,
+    client: RegistryClient,
+    analyzer: Analyzer,
+    folder: Path,
+    progress: Callable[[str, int, int], None] = lambda *_: None,
+    similar=None,
+) -> dict[str, Any]:
+    """The whole round: retries -> cards -> candidates (see the module docstring)."""
+    bank = client.get_bank(body.bank_id)
+    if bank.frozen_at is None:
+        raise ValueError(f"bank {body.bank_id} is not frozen")
+    groups = store.list(run_id=body.run_id, round=body.round, status="pending")
+    env = settings.make_env(body.env_preset)
+    traces = folder / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    progress("retries", 0, len(groups))
+    policy = make_policy(body.policy, settings)
+    try:
+        outcomes = run_retries(
+            groups, bank, env=env, policy=policy, settings=settings, traces=traces
+        )
+    finally:
+        policy.close()
+    progress("retries", len(groups), len(groups))
+    for index, group in enumerate(groups):
+        outcome, trajectory = outcomes[group.id]
+        uri = (traces / f"{trajectory.episode_id}.json").as_uri() if trajectory else None
+        _settle(client, group, outcome, uri)
+        if outcome == "success":
+            store.update(group.id, status="deficit", retry_reward=trajectory.reward,
+                         retry_trace_uri=uri)  # fmt: skip
+        elif outcome == "runtime_error":
+            store.update(group.id, status="runtime_error", retry_trace_uri=uri,
+                         error=trajectory.error if trajectory else None)  # fmt: skip
+        else:
+            _analyze_group(group, trajectory, uri, body, bank.entries, env, store, client,
+                           analyzer, settings)  # fmt: skip
+        progress("analysis", index + 1, len(groups))
+    return _compile(body, bank, store, client, settings, folder, similar)
+
+
+def _settle(client: RegistryClient, group, outcome: str, uri: str | None) -> None:
+    """Record the retry outcome on the registry's evidence row, when the trainer made one.
+
+    The registry lets only the trainer role settle evidence; with an analyst token that write
+    is refused, and the outcome stays in the analyst's own record (and the funnel)."""
+    if group.request.evidence_id is None:
+        return
+    with contextlib.suppress(AuthError):
+        client.settle_retry(group.request.evidence_id, RetryOutcome(outcome), trace_uri=uri)
+
+
+def _analyze_group(group, trajectory, uri, body, active, env, store, client, analyzer, settings):
+    request = AnalysisInput(
+        env=env,
+        trajectory=trajectory,
+        bank=active,
+        round=body.round,
+        checkpoint_id=body.policy.checkpoint_id,
+        evidence_id=group.request.evidence_id,
+        seed=episode_seed(group.id, "live"),
+        prompt_version=settings.prompt_version,
+    )
+    errors = []
+    for _ in range(settings.analyst_attempts):
+        try:
+            card = analyzer(request)
+            break
+        except Exception as error:  # an analyst crash is recorded and retried, never fatal
+            errors.append(f"{type(error).__name__}: {error}")
+    else:
+        store.update(group.id, status="analyst_error", retry_trace_uri=uri,
+                     retry_reward=trajectory.reward, error="; ".join(errors))  # fmt: skip
+        return
+    card = card.model_copy(update={"extras": {**card.extras, "group_id": group.id,
+                                               "retry_trace_uri": uri}})  # fmt: skip
+    stored = client.create_card(card)
+    store.update(group.id, status="analyzed", retry_trace_uri=uri, retry_reward=trajectory.reward,
+                 card_id=stored.id, card_outcome=card.outcome.value)  # fmt: skip
+
+
+def _history(client: RegistryClient, round: int):
+    """Earlier rounds' candidates as (signature, content) for the dedupe."""
+    history = []
+    for candidate in client.list_candidates():
+        if candidate.round < round:
+            version = client.get_chunk_version_by_id(candidate.chunk_version_id)
+            history.append((candidate.signature, version.content))
+    return history
+
+
+def _compile(body, bank, store, client, settings, folder, similar) -> dict[str, Any]:
+    groups = store.list(run_id=body.run_id, round=body.round)
+    card_ids = [g.card_id for g in groups if g.card_id is not None]
+    cards = [(card_id, _card(client, card_id)) for card_id in card_ids]
+    if similar is None and settings.semantic_dedupe:
+        from services.analyst.embeddings import most_similar as similar
+    compiled = compile_round(
+        cards,
+        active=bank.entries,
+        history=_history(client, body.round),
+        max_candidates=body.max_candidates,
+        similar=similar,
+    )
+    summaries, evidence_only = [], list(compiled.evidence_only)
+    for candidate in compiled.candidates:
+        try:
+            stored = client.create_candidate(
+                CandidateCreate(
+                    round=body.round,
+                    operation=CandidateOperation(candidate.operation),
+                    target_chunk_id=candidate.target_chunk_id,
+                    content=candidate.content,
+                    source_card_ids=list(candidate.card_ids),
+                    failure_mechanism=candidate.mechanism,
+                    proposal_checkpoint=body.policy.checkpoint_id,
+                )
+            )
+        except Conflict:  # the registry holds this exact candidate already: a duplicate
+            evidence_only.extend(candidate.card_ids)
+            continue
+        summaries.append(
+            CandidateSummary(
+                candidate_id=stored.id,
+                signature=stored.signature,
+                operation=candidate.operation,
+                target_chunk_id=candidate.target_chunk_id,
+                mechanism=candidate.mechanism,
+                title=candidate.content.title,
+                source_card_ids=list(candidate.card_ids),
+            )
+        )
+    funnel = FunnelCounts(
+        run_id=body.run_id,
+        round=body.round,
+        all_wrong_groups=len(groups),
+        retries=sum(g.status != "pending" for g in groups),
+        deficits=sum(g.status == "deficit" for g in groups),
+        runtime_errors=sum(g.status == "runtime_error" for g in groups),
+        cards=len(cards),
+        eligible=sum(card.eligible for _, card in cards),
+        candidates=len(summaries),
+    )
+    store.save_funnel(funnel)
+    (folder / "compilation.json").write_text(
+        json.dumps({"dropped": compiled.dropped, "evidence_only": evidence_only}, indent=1)
+    )
+    return CompileRoundResult(
+        candidate_ids=[s.candidate_id for s in summaries if s.candidate_id is not None],
+        candidates=summaries,
+        card_ids=card_ids,
+        evidence_only_card_ids=evidence_only,
+        funnel=funnel,
+    ).model_dump(mode="json")
+
+
+def _card(client: RegistryClient, card_id: int) -> CardCreate:
+    """A stored card as the compiler reads it (deployable part and the firewall's gold)."""
+    public = client.get_card(card_id)
+    audit = client.get_card_audit(card_id).privileged_audit
+    return CardCreate(
+        round=public.round,
+        task_id=public.task_id,
+        checkpoint_id=public.checkpoint_id,
+        evidence_id=public.evidence_id,
+        outcome=public.outcome,
+        eligible=public.eligible,
+        privileged_audit=audit,
+        deployable=public.deployable,
+        firewall_findings=public.firewall_findings,
+        forced_no_proposal_reason=public.forced_no_proposal_reason,
+        extras=public.extras,
+    )
+
