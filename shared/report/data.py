@@ -46,7 +46,7 @@ def flatten(record: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def read_metrics(path: Path | None) -> list[dict[str, Any]]:
     """Per-step lines; a torn last line (a run killed mid-write) is skipped, not fatal."""
-    if path is None:
+    if path is None or not path.exists():
         return []
     lines = []
     for text in path.read_text().splitlines():
