@@ -51,7 +51,8 @@ class LiveRegistry:
     process: subprocess.Popen
 
     def client(self, role: Role | None = Role.operator, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=headers(role), timeout=60, **kwargs)
+        kwargs.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.url, headers=headers(role), **kwargs)
 
     def call(self, method: str, path: str, role: Role = Role.operator, **kwargs: Any):
         with self.client(role) as http:

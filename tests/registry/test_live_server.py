@@ -6,11 +6,27 @@ contention, faults and hostile input must give 4xx/503 answers, never a hang, a 
 
 from __future__ import annotations
 
+import itertools
+import re
+import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 
+import httpx
 import pytest
-from live_server import LiveRegistry, concurrently, scratch_database, serve_registry, status_counts
+from live_server import (
+    LiveRegistry,
+    cluster_tools_missing,
+    concurrently,
+    scratch_database,
+    scratch_postgres_database,
+    serve_registry,
+    status_counts,
+    throwaway_cluster,
+)
 from registry_support import chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
@@ -317,3 +333,187 @@ def test_bodies_over_the_limit_are_413_and_not_stored(registry: LiveRegistry):
     )
     assert response.status_code == 413
     assert registry.ok("GET", "/v1/cards")["total"] == before
+
+
+# ---------------------------------------------------------------- 13. the smaller ones
+
+
+def test_if_match_star_movers_all_succeed_in_turn(registry: LiveRegistry):
+    """Defect 13: `If-Match: *` means "whatever it is now", yet 38 of 40 such movers got 412."""
+    banks = two_frozen_banks(registry)
+    name = unique("star")
+    registry.ok(
+        "POST", "/v1/aliases", json={"name": name, "bank_id": banks[0]["id"], "reason": "r"}
+    )
+    moves = [
+        {
+            "method": "PUT",
+            "url": f"/v1/aliases/{name}",
+            "json": {"bank_id": banks[(i + 1) % 2]["id"], "reason": f"mover {i}"},
+            "headers": headers(Role.evaluator, **{"If-Match": "*"}),
+        }
+        for i in range(40)
+    ]
+    assert status_counts(concurrently(registry.url, moves)) == {200: 40}
+    assert registry.ok("GET", f"/v1/aliases/{name}")["revision"] == 41
+
+
+def test_the_same_text_for_two_new_chunks_at_once_is_not_a_conflict(registry: LiveRegistry):
+    """Defect 13: unrelated writers of the same text to different chunks got 409."""
+    content = chunk_content(unique("shared-text"))
+    posts = [
+        {
+            "method": "POST",
+            "url": "/v1/chunks",
+            "json": {"slug": unique("twin"), "content": content},
+            "headers": headers(Role.analyst),
+        }
+        for _ in range(20)
+    ]
+    responses = concurrently(registry.url, posts)
+    assert status_counts(responses) == {201: 20}
+    assert len({r.json()["latest"]["content_hash"] for r in responses}) == 1
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"chunk_version_id": 1, "rho": True},
+        {"chunk_version_id": 1, "rho": "0.5"},
+        {"chunk_version_id": "1", "rho": 0.5},
+        {"chunk_version_id": 1.0, "rho": 0.5},
+    ],
+    ids=["bool-rho", "text-rho", "text-id", "float-id"],
+)
+def test_numbers_are_strict(registry: LiveRegistry, entry: dict):
+    """Defect 13: `rho: true`, `"0.5"` and a round `"1"` were coerced and accepted."""
+    response = registry.call("POST", "/v1/banks", json={"entries": [entry]})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:3] == ["body", "entries", 0]
+
+
+@pytest.mark.parametrize(
+    "extras",
+    [b'{"bad": NaN}', b'{"bad": Infinity}', b'{"bad": "nul \\u0000"}', b'{"\\ud800": 1}'],
+    ids=["nan", "infinity", "nul", "surrogate-key"],
+)
+def test_free_form_json_either_database_stores_is_the_only_kind_accepted(
+    registry: LiveRegistry, extras: bytes
+):
+    """Defect 13: SQLite stored NUL, NaN and Infinity that Postgres refuses."""
+    body = b'{"round": 0, "task_id": "t", "outcome": "NO_PROPOSAL", "eligible": false, "extras": '
+    response = registry.call(
+        "POST",
+        "/v1/cards",
+        content=body + extras + b"}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:2] == ["body", "extras"]
+
+
+def test_both_databases_answer_the_same_bytes(registry: LiveRegistry):
+    """Defect 13: SQLite dropped the timezone and kept a key order Postgres changes.
+
+    Run on each database, the answers must hold these exact bytes: keys in sorted order (the
+    one order both can give) and times in UTC with a `Z`.
+    """
+    card = {
+        "round": 0,
+        "task_id": "t",
+        "outcome": "NO_PROPOSAL",
+        "eligible": False,
+        "extras": {"zeta": 1, "alpha": {"b": 0.1, "a": [1, "x"]}, "mid": None},
+    }
+    with registry.client(Role.analyst) as http:
+        created = http.post("/v1/cards", json=card)
+        read = http.get(f"/v1/cards/{created.json()['id']}")
+    assert created.status_code == 201 and read.status_code == 200
+    for response in (created, read):
+        assert b'"extras":{"alpha":{"a":[1,"x"],"b":0.1},"mid":null,"zeta":1}' in response.content
+        assert re.search(rb'"created_at":"[0-9T:.-]+Z"', response.content), response.text
+
+
+# ---------------------------------------------------------------- 12. database faults
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(cluster_tools_missing() is not None, reason=str(cluster_tools_missing()))
+def test_postgres_outage_answers_503_then_recovers_without_losing_a_write(tmp_path):
+    """Defect 12: a stopped database gave 500s and dropped connections, never 503.
+
+    A throwaway cluster is stopped and started again under write traffic: during the outage
+    writes and /readyz answer 503 + Retry-After, the server recovers on its own, and every
+    write it acknowledged (201) is there afterwards.
+    """
+    with (
+        throwaway_cluster() as cluster,
+        scratch_postgres_database(cluster.admin_url) as url,
+        serve_registry(url, connect_timeout_s="2") as registry,
+    ):
+        traffic = WriteTraffic(registry)
+        with traffic.running(writers=4):
+            time.sleep(1.5)
+            cluster.ctl("stop")
+            time.sleep(2)
+            down = registry.call("GET", "/readyz")
+            assert down.status_code == 503 and down.headers["Retry-After"]
+            time.sleep(1)
+            cluster.ctl("start")
+            wait_until_ready(registry, timeout_s=30)
+            time.sleep(1.5)
+        assert set(traffic.statuses) <= {201, 503}, traffic.statuses
+        assert traffic.statuses[503] > 0 and traffic.statuses[201] > 0, traffic.statuses
+        stored = {
+            chunk["slug"]
+            for chunk in registry.ok("GET", "/v1/chunks", params={"limit": 500})["items"]
+        }
+        assert traffic.acknowledged <= stored, traffic.acknowledged - stored
+
+
+class WriteTraffic:
+    """Writer threads that create chunks in a loop and remember which ones were acknowledged."""
+
+    def __init__(self, registry: LiveRegistry) -> None:
+        self.registry = registry
+        self.acknowledged: set[str] = set()
+        self.statuses: Counter[int | str] = Counter()
+        self._stop = threading.Event()
+
+    def _write(self, worker: int) -> None:
+        with self.registry.client(Role.analyst, timeout=30) as http:
+            for n in itertools.count():
+                if self._stop.is_set():
+                    return
+                slug = f"w{worker}-{n}"
+                try:
+                    response = http.post(
+                        "/v1/chunks", json={"slug": slug, "content": chunk_content(slug)}
+                    )
+                except httpx.TransportError as error:
+                    self.statuses[type(error).__name__] += 1
+                    continue
+                self.statuses[response.status_code] += 1
+                if response.status_code == 201:
+                    self.acknowledged.add(slug)
+                else:
+                    time.sleep(0.05)
+
+    @contextmanager
+    def running(self, writers: int) -> Iterator[None]:
+        threads = [threading.Thread(target=self._write, args=(i,)) for i in range(writers)]
+        for thread in threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+
+
+def wait_until_ready(registry: LiveRegistry, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while registry.call("GET", "/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the registry did not recover"
+        time.sleep(0.2)
