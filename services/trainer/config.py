@@ -172,6 +172,11 @@ class TrainerConfig:
     concurrency: int = _help("episodes live at once in the rollout engine", 64)
     device: str = _help("torch device of the policy (cpu, cuda)", "cpu")
     dtype: str = _help("parameter dtype (float32, bfloat16)", "float32")
+    service_retries: int = _help(
+        "retries (exponential backoff, up to 20 s apart) before a run stops on an unreachable "
+        "registry, evaluator or analyst",
+        6,
+    )
     seed: int = _help(
         "seed of treatments, task order and sampling (the method: 20260901)", 20260901
     )
@@ -237,6 +242,7 @@ class TrainerConfig:
             "max_consecutive_failed_groups",
             "concurrency",
             "micro_batch_tokens",
+            "service_retries",
             "lr",
             "grad_clip",
         )

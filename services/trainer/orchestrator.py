@@ -166,7 +166,7 @@ class Run:
         self.metrics = MetricsLog(self.out / METRICS_FILE)
         self.record: dict[str, Any] = _read_json(self.out / RUN_FILE) or {
             "run_id": self.run_id,
-            "config": config.as_dict(),
+            "config": json.loads(json.dumps(config.as_dict())),  # tuples as JSON lists
             "rounds": [],
         }
 
@@ -195,17 +195,14 @@ class Run:
             },
         )
         analyst = self.urls.analyst or self.stack.start_analyst_standin()
-        self.registry = RegistryClient(registry, token, retries=6, backoff=0.5, backoff_max=20)
-        self.evaluator = EvaluatorClient(evaluator, token=os.environ.get(ENV_TOKENS["evaluator"]))
+        retry = {"retries": config.service_retries, "backoff": 0.5, "backoff_max": 20.0}
+        self.registry = RegistryClient(registry, token, **retry)
+        self.evaluator = EvaluatorClient(
+            evaluator, token=os.environ.get(ENV_TOKENS["evaluator"]), **retry
+        )
         from shared.analyst_api.client import AnalystClient
 
-        self.analyst = AnalystClient(
-            analyst,
-            token=os.environ.get(ENV_TOKENS["analyst"]),
-            retries=6,
-            backoff=0.5,
-            backoff_max=20,
-        )
+        self.analyst = AnalystClient(analyst, token=os.environ.get(ENV_TOKENS["analyst"]), **retry)
         self.record["services"] = {
             "registry": registry,
             "evaluator": evaluator,

@@ -1,0 +1,57 @@
+"""Helpers for tests that run `intraskill train run` as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "configs"
+
+
+def train_command(config: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "shared.cli",
+        "train",
+        "run",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_train(config: Path, out: Path, *extra: str, timeout: float = 900, **env: str):
+    return subprocess.run(
+        train_command(config, out, *extra),
+        cwd=REPO,
+        env={**environment(), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def metrics(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def registry_rows(out: Path, table: str) -> list[sqlite3.Row]:
+    """Rows of the local registry's SQLite file (read after the run stopped its registry)."""
+    with sqlite3.connect(out / "services" / "registry.sqlite") as connection:
+        connection.row_factory = sqlite3.Row
+        return list(connection.execute(f"SELECT * FROM {table}"))
