@@ -127,3 +127,13 @@ def test_tools_protocol_replies_are_parsed_calls(env):
     assert trajectory.scored and trajectory.protocol_errors == 0
     assert trajectory.provenance.backend == "procedural"
     assert "test-double" in trajectory.provenance.model_id
+
+
+def test_competence_switches_mechanisms_on_without_a_skill_block(env):
+    policy = make_backend("procedural", "test-double", slip=0.0, competence=1.0)
+    specs = [EpisodeSpec(task_id=t, seed=i) for i, t in enumerate(env.task_ids("val"))]
+    innate = run_episodes(env, policy, specs, RolloutConfig(concurrency=20))
+    full, _ = success_rate(env, [chunk(k) for k in MECHANISMS])
+    assert sum(t.components["r_success"] for t in innate) / len(innate) == full
+    with pytest.raises(ValueError):
+        ProceduralPolicy(competence=1.5)

@@ -19,8 +19,10 @@ Mechanisms it recognises (a chunk whose title carries one of the cue groups turn
 | complete_options | set every option axis before buy now (else only the first, then loop) |
 | price_check | go back when the selected variant's price exceeds the known budget |
 
-Randomness: with probability `slip` per results page it opens a random result instead (seeded
-by the turn's seed), so siblings of one GRPO group can differ.
+Randomness, all seeded by the request seeds: with probability `slip` per results page it opens
+a random result instead, so siblings of one GRPO group can differ; with probability
+`competence` per episode and mechanism it follows that mechanism unprompted, like a base model
+that sometimes shops well on its own (default 0: only the skill block switches mechanisms on).
 """
 
 from __future__ import annotations
@@ -154,10 +156,12 @@ class ProceduralPolicy:
         *,
         checkpoint_id: str | None = None,
         slip: float = 0.05,
+        competence: float = 0.0,
         **_ignored: Any,
     ) -> None:
-        if not 0.0 <= slip <= 1.0:
-            raise ValueError("slip must be a probability")
+        if not (0.0 <= slip <= 1.0 and 0.0 <= competence <= 1.0):
+            raise ValueError("slip and competence must be probabilities")
+        self.competence = competence
         self.model_id = f"procedural-test-double:{model}"
         self.checkpoint_id = checkpoint_id or "procedural-test-double"
         self.slip = slip
@@ -186,7 +190,7 @@ class ProceduralPolicy:
 
     def act(self, request: TurnRequest) -> str:
         """The next action (`search[...]` or `click[...]`) for one episode's conversation."""
-        episode = self._episodes.get(request.key) or self._start(request.messages)
+        episode = self._episodes.get(request.key) or self._start(request.messages, request.seed)
         self._episodes[request.key] = episode
         # The latest page: protocol-error feedback messages carry no page of their own.
         observation = next(
@@ -208,11 +212,13 @@ class ProceduralPolicy:
             return self._on_item(episode, observation, clickables)
         return f"click[{clickables[0]}]" if clickables else f"search[{episode.query}]"
 
-    def _start(self, messages: Sequence[dict[str, Any]]) -> _Episode:
+    def _start(self, messages: Sequence[dict[str, Any]], seed: int) -> _Episode:
         system = str(messages[0].get("content") or "")
         task = str(messages[1].get("content") or "").split("\n\n", 1)[0]
         instruction = task.split("\n", 1)[-1]
-        mechanisms = recognised_mechanisms(system)
+        rng = random.Random(f"competence:{seed}")
+        innate = {key for key in MECHANISMS if rng.random() < self.competence}
+        mechanisms = recognised_mechanisms(system) | innate
         explicit = explicit_needs(instruction)
         needs = Needs(noun=explicit.noun, attributes=list(explicit.attributes))
         needs.options = list(explicit.options) if "option_choice" in mechanisms else []
