@@ -10,8 +10,10 @@ the field, not a failed job), submit the job.
 from __future__ import annotations
 
 import functools
+import tempfile
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
@@ -40,6 +42,29 @@ from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
 
 TaskSource = Callable[[str], list[str]]
+READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
+READY_RETRY_AFTER_S = 5
+
+
+def registry_ready(url: str) -> str:
+    """ "ok" when the registry's /readyz answers 200 in time, else what went wrong."""
+    import httpx
+
+    try:
+        answer = httpx.get(f"{url.rstrip('/')}/readyz", timeout=READY_TIMEOUT_S)
+    except httpx.HTTPError as error:
+        return f"unreachable at {url}: {type(error).__name__}"
+    return "ok" if answer.status_code == 200 else f"{url}/readyz answered {answer.status_code}"
+
+
+def folder_writable(folder: Path) -> str:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return f"{folder} not writable: {error.strerror or error}"
+    return "ok"
 
 
 def _job_store(request: Request) -> JobStore:
@@ -121,7 +146,23 @@ def create_app(
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
+        """Liveness: the process answers (nothing else is asked)."""
         return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "a dependency is not ready"}})
+    def readyz(response: Response) -> dict[str, Any]:
+        """Readiness: what every job depends on. The registry answers its own /readyz, a
+        registry token is set, the jobs folder is writable. 503 + Retry-After otherwise."""
+        checks = {
+            "registry": registry_ready(settings.registry_url),
+            "registry_token": "ok" if settings.registry_token else "EVALUATOR_REGISTRY_TOKEN unset",
+            "jobs_dir": folder_writable(settings.jobs_dir),
+        }
+        ready = all(result == "ok" for result in checks.values())
+        if not ready:
+            response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            response.headers["Retry-After"] = str(READY_RETRY_AFTER_S)
+        return {"status": "ready" if ready else "not ready", "checks": checks}
 
     def submit_gate(kind: str, body, planner, store: JobStore, response: Response) -> JobPublic:
         """Plan a gate now (registry reads, rank check), run its rollouts as a job."""
@@ -144,6 +185,7 @@ def create_app(
             client_factory=clients,
             runner_factory=runners,
             jobs_root=settings.jobs_dir,
+            empty_bank=settings.empty_bank,
         )
         job = store.submit(kind, body.model_dump(mode="json"), work)
         response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.evaluator.decision import GateDecision, decide
+from services.evaluator.decision import EMPTY_BANK_POLICIES, GateDecision, decide, json_safe
 from services.evaluator.design import K_INIT, DesignError
 from services.evaluator.fit import SOLVERS, FitError
 from services.evaluator.gate_folder import GateFolderError, read_gate_folder
@@ -62,6 +62,10 @@ def refit(
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
     path = Path(source)
     try:
+        if not source.isdigit() and not path.is_dir():
+            # gate run ids are integers: anything else names a folder, which must exist
+            what = "is not a folder" if path.exists() else "does not exist"
+            raise GateFolderError(f"folder {source} {what} (a gate run id is an integer)")
         if path.is_dir():
             data = read_gate_folder(path)
             design, observations, gate_solver = data.design, data.observations, "statsmodels"
@@ -78,7 +82,9 @@ def refit(
         print(f"intraskill gate refit: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
     if as_json:
-        print(json.dumps(decision.as_json(intervals=intervals), indent=1, ensure_ascii=False))
+        print(
+            json.dumps(decision.as_json(intervals=intervals), indent=1, ensure_ascii=False),
+        )
     else:
         _console().print(decision_table(decision, title=f"gate {source}"))
 
@@ -152,6 +158,13 @@ def cold_start(
     max_retries: Annotated[int | None, typer.Option(min=0, max=10)] = None,
     solver: Annotated[str, typer.Option(help="statsmodels or reference")] = "statsmodels",
     move_alias: Annotated[bool, typer.Option(help="adopt S_0 when the gate is complete")] = True,
+    empty_bank: Annotated[
+        str | None,
+        typer.Option(
+            help="when no draft has a positive coefficient: keep (no S_0, alias untouched) or "
+            "adopt (an empty S_0); default: EVALUATOR_EMPTY_BANK (keep)"
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="job folder: records.jsonl, gate.json")] = Path(
         "runs/evaluator/gate-a-local"
     ),
@@ -168,6 +181,10 @@ def cold_start(
 
     if solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
+    if empty_bank is not None and empty_bank not in EMPTY_BANK_POLICIES:
+        raise typer.BadParameter(
+            f"choose one of {', '.join(EMPTY_BANK_POLICIES)}", param_hint="--empty-bank"
+        )
     settings = EvaluatorSettings()
     try:
         body = GateAJobCreate(
@@ -180,6 +197,7 @@ def cold_start(
             max_retries=max_retries,
             solver=solver,  # type: ignore[arg-type]
             move_alias=move_alias,
+            empty_bank=empty_bank,  # type: ignore[arg-type]
         )
         tasks = select_tasks_from(
             make_env(settings).task_ids(settings.split), None, n_tasks, split=settings.split
@@ -197,10 +215,11 @@ def cold_start(
         client_factory=settings.registry_client,
         runner_factory=agent_runner_factory(settings),
         jobs_root=out.parent,
+        empty_bank=settings.empty_bank,
     )
     result = work(LocalContext(out))
     if as_json:
-        print(json.dumps(result, indent=1, ensure_ascii=False))
+        print(json.dumps(json_safe(result), indent=1, ensure_ascii=False))
     else:
         recorded = result["registry"]
         console = _console()
@@ -211,6 +230,8 @@ def cold_start(
             f"{recorded['bank_id']}, {alias} moved: {recorded['alias_moved']}"
             f"{'' if not recorded['alias_note'] else ' (' + recorded['alias_note'] + ')'}"
         )
+        if recorded.get("empty_selection"):
+            console.print("[bold red]S_0 is empty: no draft has a positive coefficient.[/]")
         decision = result.get("decision")
         if decision is not None:
             for vid, status in decision["status"].items():

@@ -6,13 +6,33 @@ a stored decision can always be recomputed from its raw observations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from services.evaluator.curriculum import next_rho
 from services.evaluator.design import GateDesign, check_mask
 from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
 from services.evaluator.selection import Selection, select
+
+# What a complete gate does when no chunk has a positive coefficient (the selected bank would be
+# empty): `keep` stores the decision but creates no bank and leaves the alias where it is;
+# `adopt` creates the empty bank and moves the alias to it. Either way the outcome says so.
+EmptyBankPolicy = Literal["keep", "adopt"]
+EMPTY_BANK_POLICIES: tuple[str, ...] = ("keep", "adopt")
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, inf) replaced by None: strict JSON, which
+    `json.dumps` would otherwise break with bare `NaN`."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -23,7 +43,8 @@ class GateDecision:
     next_rho: dict[str, float]  # keyed by the winning intervention id, bank order
 
     def as_json(self, *, intervals: bool = False) -> dict[str, object]:
-        """The refit JSON: coefficients, aux_coefficients, selected, rank, status, next_rho."""
+        """The refit JSON: coefficients, aux_coefficients, selected, rank, status, next_rho;
+        an undefined number (a NaN standard error, a mean of nothing) is null."""
         payload: dict[str, object] = {
             "coefficients": self.fit.primary.coefficient_map(),
             "aux_coefficients": {
@@ -43,7 +64,7 @@ class GateDecision:
                 }
                 for name, fit in self.fit.components.items()
             }
-        return payload
+        return json_safe(payload)
 
 
 def decide(

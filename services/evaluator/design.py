@@ -33,6 +33,10 @@ VersionKind = Literal["current", "add", "rewrite", "draft"]
 GateKind = Literal["online", "gate_a"]
 
 RANK_DEFICIENT_MESSAGE = "rank deficient: change the mask seed or add tasks"
+LEVERAGE_MESSAGE = (
+    "a task has leverage 1, so HC3 standard errors are undefined: add tasks or change the mask seed"
+)
+LEVERAGE_TOLERANCE = 1e-9
 
 
 class DesignError(ValueError):
@@ -290,10 +294,30 @@ def design_matrix(design: GateDesign, task_ids: Sequence[str], sample: int = 0) 
 
 
 def check_full_rank(matrix: np.ndarray) -> None:
-    """Refuse a design whose no-intercept OLS would not identify every coefficient."""
+    """Refuse a design whose no-intercept OLS would not identify every coefficient, or whose
+    HC3 errors would be undefined.
+
+    HC3 divides each squared residual by (1 - h_i)^2, h_i the task's leverage (the diagonal of
+    X (X'X)^-1 X'). A task with leverage 1 (its mask pattern alone pins a coefficient: small
+    gates, e.g. 4 drafts on 8 tasks) makes every error NaN, so such a design is refused here,
+    before any rollout, like a rank-deficient one.
+    """
     n, p = matrix.shape
     if n <= p or int(np.linalg.matrix_rank(matrix)) < p:
         raise RankDeficientError(
             f"{RANK_DEFICIENT_MESSAGE} ({n} tasks, {p} columns, "
             f"rank {int(np.linalg.matrix_rank(matrix)) if n else 0})"
         )
+    leverage = task_leverage(matrix)
+    pinned = [int(i) for i in np.flatnonzero(leverage > 1.0 - LEVERAGE_TOLERANCE)]
+    if pinned:
+        raise RankDeficientError(
+            f"{LEVERAGE_MESSAGE} ({n} tasks, {p} columns; rows with leverage 1: "
+            f"{pinned[:10]}{' ...' if len(pinned) > 10 else ''})"
+        )
+
+
+def task_leverage(matrix: np.ndarray) -> np.ndarray:
+    """Each row's leverage h_i = x_i' (X'X)^-1 x_i (X of full column rank)."""
+    inverse = np.linalg.inv(matrix.T @ matrix)
+    return np.einsum("ij,jk,ik->i", matrix, inverse, matrix)

@@ -2,7 +2,8 @@
 
 `slots.json` = {"round", "mask_seed", "K", "columns": [{intervention_id, kind, logical_chunk_id,
 operation, order}]}; `observations.jsonl` = one {"task_id", "mask", "masked", "bare"} per task,
-masks in column order. The same layout is what `intraskill gate export` writes for a stored gate.
+masks in column order. `write_gate_folder` writes the same layout (there is no CLI export
+command; `intraskill gate refit FOLDER` reads one).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.evaluator.curriculum import Q_SKILL_FREE
+from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import (
     DEFAULT_MASK_SEED,
     DEFAULT_SPLIT,
@@ -339,6 +340,7 @@ class RecordedGate:
     bank_id: int | None = None
     alias_moved: bool = False
     alias_note: str | None = None
+    empty_selection: bool = False  # complete, but no chunk had a positive coefficient
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -387,8 +389,13 @@ def record_gate(
     *,
     round: int,
     move_alias: bool = True,
+    empty_bank: EmptyBankPolicy = "keep",
 ) -> RecordedGate:
-    """Store observations and the decision; when complete, the new bank and the alias move."""
+    """Store observations and the decision; when complete, the new bank and the alias move.
+
+    A complete gate that selects nothing (every coefficient <= 0) is reported as such
+    (`empty_selection`, with a note); `empty_bank` decides whether the empty bank is created
+    and adopted (`adopt`) or the alias stays where it was (`keep`)."""
     design = gate.plan.design
     if outcome.pairing is not None and outcome.pairing.observations:
         client.add_observations(
@@ -406,6 +413,16 @@ def record_gate(
 
     decision = outcome.decision
     recorded = RecordedGate(run.id, GateStatus.complete.value, decision_id=stored.id)
+    if not decision.selection.bank:
+        recorded.empty_selection = True
+        what = "S_0" if gate.kind.value == "gate_a" else "the next bank"
+        recorded.alias_note = f"no chunk has a positive coefficient, so {what} is empty; " + (
+            f"no bank created and {gate.alias} left as is (empty_bank=keep)"
+            if empty_bank == "keep"
+            else "the empty bank is adopted (empty_bank=adopt)"
+        )
+        if empty_bank == "keep":
+            return recorded
     entries = [
         {
             "chunk_version_id": gate.version_ids[entry.intervention_id],

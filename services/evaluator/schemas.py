@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
 
@@ -25,6 +26,10 @@ class _GateJob(BaseModel):
     max_retries: int | None = Field(None, ge=0, le=10)
     solver: Solver = "statsmodels"
     move_alias: bool = True
+    empty_bank: EmptyBankPolicy | None = Field(
+        None,
+        description="no positive chunk: keep (no bank; alias stays) or adopt; default: settings",
+    )
     bare_from_job: str | None = Field(
         None, max_length=80, description="reuse the bare rollouts of an earlier gate job"
     )

@@ -9,12 +9,14 @@ rollouts (`run_gate`), record the outcome (`record_gate`).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DesignError
 from services.evaluator.gate_run import run_gate
 from services.evaluator.jobs import JobContext
@@ -39,6 +41,7 @@ from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import GateStatus
 
+logger = logging.getLogger(__name__)
 RECORDS_FILE = "records.jsonl"
 GATE_JOB_KINDS = ("gate", "gate-a")  # job kinds whose bare rollouts a later gate may reuse
 
@@ -140,8 +143,10 @@ def gate_job(
     client_factory: Callable[[], RegistryClient],
     runner_factory: RunnerFactory,
     jobs_root: Path,
+    empty_bank: EmptyBankPolicy = "keep",
 ) -> Callable[[JobContext], dict[str, Any]]:
-    """The work of one gate job, interval gate or Gate A (runs on a job thread)."""
+    """The work of one gate job, interval gate or Gate A (runs on a job thread). `empty_bank`
+    applies unless the request sets its own."""
     request, gate = planned.request, planned.gate
 
     def work(context: JobContext) -> dict[str, Any]:
@@ -172,12 +177,18 @@ def gate_job(
                     on_record=RecordLog(context.folder / RECORDS_FILE),
                     progress=context.progress,
                 )
+                recorded = record_gate(
+                    client,
+                    gate,
+                    run,
+                    outcome,
+                    round=request.round,
+                    move_alias=request.move_alias,
+                    empty_bank=request.empty_bank or empty_bank,
+                )
             except Exception as error:
-                client.close_gate_run(run.id, GateStatus.failed, note=str(error)[:4000])
+                close_failed_run(client, run.id, error)
                 raise
-            recorded = record_gate(
-                client, gate, run, outcome, round=request.round, move_alias=request.move_alias
-            )
             summary = {**outcome.summary(), "registry": recorded.as_dict()}
             (context.folder / "gate.json").write_text(json.dumps(summary, indent=1))
             return summary
@@ -185,6 +196,19 @@ def gate_job(
             client.close()
 
     return work
+
+
+def close_failed_run(client: RegistryClient, run_id: int, error: BaseException) -> None:
+    """Close a gate run whose rollouts or recording failed, so no run stays `open`.
+
+    A run the registry already settled (its decision was stored before a later step failed)
+    refuses the close; that refusal is logged, and the original error is what the job reports.
+    """
+    try:
+        note = f"{type(error).__name__}: {error}"[:4000]
+        client.close_gate_run(run_id, GateStatus.failed, note=note)
+    except RegistryError as refusal:
+        logger.warning("gate run %s not closed as failed: %s", run_id, refusal)
 
 
 def registry_error_status(error: RegistryError) -> int:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
 
 
@@ -27,6 +28,9 @@ class EvaluatorSettings(BaseSettings):
     max_retries: int = Field(2, ge=0, le=10, description="reruns of a technically failed rollout")
     bootstrap_resamples: int = Field(10_000, ge=100, le=1_000_000)
     bootstrap_seed: int = Field(20260901)
+    empty_bank: EmptyBankPolicy = Field(
+        "keep", description="a complete gate that selects nothing: keep the alias, or adopt"
+    )
 
     env_preset: str = Field("cpu", description="ShopSim preset (paper, cpu, test)")
     env_path: str | None = Field(None, description="a ShopSim world folder; overrides the preset")

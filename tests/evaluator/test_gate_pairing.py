@@ -78,11 +78,14 @@ def test_failed_attempts_are_retried_then_listed_as_unpaired():
     assert outcome.pairing.failed_attempts == 5  # 2 (task 1, first pass) + 3 (task 2)
 
 
-@pytest.mark.parametrize(
-    "field",
-    ["checkpoint_id", "model", "decoding", "prompt_fingerprint", "env_version", "action_protocol",
-     "split"],
-)  # fmt: skip
+# The pairing contract, written down from the method (not read from the code): a masked and a
+# bare rollout pair only under the same checkpoint, model, decoding, prompt layout (version and
+# fingerprint), environment, action protocol and split.
+MUST_MATCH = ["checkpoint_id", "model", "decoding", "prompt_version", "prompt_fingerprint",
+              "env_version", "action_protocol", "split"]  # fmt: skip
+
+
+@pytest.mark.parametrize("field", MUST_MATCH)
 def test_a_masked_run_under_another_identity_is_refused_naming_the_field(field):
     other = dataclasses.replace(IDENTITY, **{field: "something-else"})
     double = runner(identity_for=lambda r: other if r.arm == "masked" else IDENTITY)
