@@ -317,7 +317,7 @@ def serve(
     cache_dir: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
 ) -> None:
     """Serve MODEL with vLLM's OpenAI server and the runtime's flags; prints the base URL."""
-    from shared.agent.serve import ServeOptions, free_port, start_server
+    from shared.agent.serve import ServeOptions, ServerStartError, free_port, start_server
 
     path, published, default_name = _served_identity(model, cache_dir)
     options = ServeOptions(
@@ -339,7 +339,13 @@ def serve(
     if options.checkpoint_id is None:
         typer.echo("no checkpoint id published: clients must pass --checkpoint-id", err=True)
     server_env = {"VLLM_SERVER_DEV_MODE": "1"} if weight_updates else None
-    server = start_server(options, python=python, log=log_file, timeout_s=timeout, env=server_env)
+    try:
+        server = start_server(
+            options, python=python, log=log_file, timeout_s=timeout, env=server_env
+        )
+    except ServerStartError as error:
+        typer.echo(f"intraskill agent serve: {error}", err=True)
+        raise typer.Exit(1) from None
     # One line a script can read, then the details.
     typer.echo(f"base_url: {server.base_url}")
     typer.echo(
@@ -369,7 +375,8 @@ def serve(
 def main(argv: list[str]) -> int:
     """Entry point for `intraskill agent`."""
     try:
-        app(args=argv, prog_name="intraskill agent", standalone_mode=False)
+        # Without standalone mode click returns a command's typer.Exit code instead of raising.
+        code = app(args=argv, prog_name="intraskill agent", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
     except (typer.BadParameter, ValueError, FileNotFoundError, KeyError) as error:
@@ -381,4 +388,4 @@ def main(argv: list[str]) -> int:
             error.show()
             return error.exit_code
         raise
-    return 0
+    return code if isinstance(code, int) else 0
