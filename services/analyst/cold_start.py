@@ -164,6 +164,7 @@ def cold_start_job(
             "checkpoint_id": body.policy.checkpoint_id,
             "draft_version_ids": result.draft_version_ids,
             "budget": body.budget,
+            "alias": body.alias,
             **({"n_tasks": body.gate_a_tasks} if body.gate_a_tasks else {}),
         }
         outcome = (gate_a or _evaluator_gate_a(settings))(request)

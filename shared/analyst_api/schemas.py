@@ -126,6 +126,7 @@ class ColdStartCreate(_Wire):
     gate_a: bool = Field(True, description="run Gate A through the evaluator and register S_0")
     gate_a_tasks: int | None = Field(None, ge=1, le=100_000, description="default: whole val")
     budget: int = Field(10, ge=1, le=10, description="K_init: S_0 keeps at most this many")
+    alias: str = Field("current", min_length=1, max_length=64, description="S_0 becomes it")
 
 
 class FunnelCounts(BaseModel):
