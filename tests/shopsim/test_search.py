@@ -117,9 +117,23 @@ def test_scores_and_order_equal_sqlite_fts5_bm25() -> None:
 def test_phrases_across_pre_tokens_and_repeats_rank_as_fts5() -> None:
     """A phrase matches inside one field wherever its tokens stand next to each other (within
     a pre-token or across two), every occurrence counts, and repeats lengthen the row."""
-    titles = ["usb c cable", "type-c usb-c hub", "usb/c usb.c adapter", "c usb charger",
-              "usb-c usb-c usb-c", "usb cable c", "5.3 bluetooth", "bluetooth 5 3", "3.5 jack",
-              "built-in mic", "in built mic", "wi-fi router", "wifi router", "usb", "c"]
+    titles = [
+        "usb c cable",
+        "type-c usb-c hub",
+        "usb/c usb.c adapter",
+        "c usb charger",
+        "usb-c usb-c usb-c",
+        "usb cable c",
+        "5.3 bluetooth",
+        "bluetooth 5 3",
+        "3.5 jack",
+        "built-in mic",
+        "in built mic",
+        "wi-fi router",
+        "wifi router",
+        "usb",
+        "c",
+    ]
     products = [
         Product(f"B0{n:08d}", title, "brand", "a › b", (title.split()[-1], "usb-c"), (), title,
                 (), (9.0,))
@@ -207,8 +221,7 @@ def test_the_query_cap_is_far_above_real_queries_and_cuts_only_abuse() -> None:
     attribute, options and category of a paper-preset product) stays under a tenth of it."""
     catalog = build_world("test").catalog
     longest = max(
-        len(search_tokens(" ".join([p.title, *p.attributes, p.category, p.brand])))
-        for p in catalog
+        len(search_tokens(" ".join([p.title, *p.attributes, p.category, p.brand]))) for p in catalog
     )
     assert longest * 10 < MAX_QUERY_TOKENS
     index = Bm25Index(catalog, cache_size=0)
