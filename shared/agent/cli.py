@@ -339,6 +339,11 @@ def serve(
     if options.checkpoint_id is None:
         typer.echo("no checkpoint id published: clients must pass --checkpoint-id", err=True)
     server_env = {"VLLM_SERVER_DEV_MODE": "1"} if weight_updates else None
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the server too (also while it starts)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         server = start_server(
             options, python=python, log=log_file, timeout_s=timeout, env=server_env
@@ -346,6 +351,8 @@ def serve(
     except ServerStartError as error:
         typer.echo(f"intraskill agent serve: {error}", err=True)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:  # stopped while starting: start_server has stopped the server
+        raise typer.Exit(130) from None
     # One line a script can read, then the details.
     typer.echo(f"base_url: {server.base_url}")
     typer.echo(
@@ -360,10 +367,6 @@ def serve(
     )
     sys.stdout.flush()
 
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # SIGTERM stops the server too, not just this launcher
-
-    signal.signal(signal.SIGTERM, stop)
     try:
         server.process.wait()
     except KeyboardInterrupt:

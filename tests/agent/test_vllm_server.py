@@ -58,6 +58,8 @@ def served(smollm2, tmp_path_factory):
         sys.executable, "-m", "shared.cli", "agent", "serve", "smollm2",
         "--python", sys.executable, "--port", "0", "--dtype", "float32", "--seed", "0",
         "--max-model-len", "2048", "--log-file", str(log), "--timeout", "900",
+        # Eager mode: graph compilation would take most of the start-up on a shared CPU.
+        "--vllm-arg=--enforce-eager",
     ]  # fmt: skip
     process = subprocess.Popen(
         command,
@@ -141,7 +143,7 @@ def test_a_server_with_default_logprobs_is_refused(smollm2, tmp_path) -> None:
     log = tmp_path / "default-server.log"
     command = [sys.executable, "-m", SERVER_MODULE, "--model", str(smollm2)]
     command += ["--served-model-name", "smollm2", "--dtype", "float32", "--max-model-len", "2048"]
-    command += ["--host", "127.0.0.1", "--port", str(port)]  # nothing else: vLLM's defaults
+    command += ["--host", "127.0.0.1", "--port", str(port), "--enforce-eager"]  # else defaults
     with open(log, "wb") as output:
         process = subprocess.Popen(
             command,
