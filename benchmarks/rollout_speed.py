@@ -156,6 +156,7 @@ def server_backend(args: argparse.Namespace) -> tuple[OpenAIBackend, Any]:
         seed=0,
         port=free_port(),
         max_model_len=4096,
+        extra_args=("--enforce-eager",) if args.enforce_eager else (),
     )
     server = start_server(options, python=sys.executable, log=Path("runs/rollout_speed_server.log"))
     return OpenAIBackend(server.base_url, args.served_name, concurrency=64), server
@@ -183,6 +184,9 @@ def main() -> None:
     parser.add_argument("--server-url", default=None, help="mode d: a running server's /v1 URL")
     parser.add_argument("--serve", action="store_true", help="mode d: start a server here")
     parser.add_argument("--served-name", default="smollm2")
+    parser.add_argument(
+        "--enforce-eager", action="store_true", help="vLLM (c, d) without graph compilation"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/rollout_speed.json"))
     args = parser.parse_args()
 
@@ -219,7 +223,13 @@ def main() -> None:
     )
     server = None
     if "c" in wanted:
-        backends["c"] = make_backend("vllm", args.model, dtype=args.dtype, max_model_len=4096)
+        backends["c"] = make_backend(
+            "vllm",
+            args.model,
+            dtype=args.dtype,
+            max_model_len=4096,
+            enforce_eager=args.enforce_eager,
+        )
     if "d" in wanted:
         backends["d"], server = server_backend(args)
     one = RolloutConfig(args.prompt_version, decoding, concurrency=1, max_turns=args.max_turns)
@@ -263,6 +273,7 @@ def main() -> None:
         "max_turns": args.max_turns,
         "tasks": task_ids,
         "group_size": args.group_size,
+        "vllm_enforce_eager": args.enforce_eager,
         "summary": summary,
         "runs": runs,
     }
