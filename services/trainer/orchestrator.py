@@ -325,6 +325,11 @@ class Run:
         from shared.agent.models import resolve_model
 
         config = self.config
+        if config.policy != "model":  # test doubles train the tiny model: fp32, GPU if any
+            import torch
+
+            device = config.device if torch.cuda.is_available() else "cpu"
+            config = config.with_(dtype="float32", device=device)
         decoding = PAPER_DECODING if config.decoding == "paper" else CPU_DECODING
         folder = state.get("checkpoint_dir")
         path = Path(folder) if folder else self.base_weights(resolve_model)
@@ -335,8 +340,8 @@ class Run:
         return policy, self.make_source(policy, decoding, version)
 
     def base_weights(self, resolve_model: Callable[[str], Path]) -> Path:
-        if self.config.policy == "simulated" and self.config.model not in ("tiny",):
-            # the test double trains real tensors of the tiny model, whatever the preset names
+        if self.config.policy != "model":
+            # a test double trains real tensors of the tiny model, whatever the preset names
             return resolve_model("tiny")
         return resolve_model(self.config.model)
 
@@ -366,14 +371,21 @@ class Run:
         if config.policy == "procedural":
             from shared.agent.backends import make_backend
 
-            backend = make_backend("procedural", config.model, checkpoint_id=version)
+            backend = make_backend("procedural", "procedural", checkpoint_id=version)
         else:
             from shared.agent.backends.transformers_backend import TransformersBackend
 
             backend = TransformersBackend(
                 policy.model, policy.tokenizer, model_id=config.model, checkpoint_id=version
             )
-        return EngineRollouts(env, backend, rollout, split=config.split)
+        test_double = config.policy == "procedural"
+        return EngineRollouts(
+            env,
+            backend,
+            rollout,
+            split=config.split,
+            tokenizer=policy.tokenizer if test_double else None,
+        )
 
     def simulated_model(self):
         from shared.agent.backends.simulated import SimulatedPolicyModel

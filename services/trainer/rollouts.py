@@ -41,13 +41,20 @@ class RolloutSource(Protocol):
 
 
 class EngineRollouts:
-    """Episodes through the agent runtime on a ShopSim world."""
+    """Episodes through the agent runtime on a ShopSim world.
+
+    A backend without token ids (the procedural TEST DOUBLE) gets test-double segments from
+    `tokenizer`, so its episodes still train the policy's tensors (see `test_double_segment`).
+    """
 
     name = "engine"
 
-    def __init__(self, env, backend, config: RolloutConfig, *, split: str = "train") -> None:
+    def __init__(
+        self, env, backend, config: RolloutConfig, *, split: str = "train", tokenizer=None
+    ) -> None:
         self.env, self.backend, self.config, self.split = env, backend, config, split
         self.engine = RolloutEngine(env, backend, config)
+        self.tokenizer = tokenizer
 
     @property
     def checkpoint_id(self) -> str:
@@ -57,7 +64,13 @@ class EngineRollouts:
         return list(self.env.task_ids(self.split))
 
     def run(self, specs: Sequence[EpisodeSpec]) -> list[Trajectory]:
-        return self.engine.run(specs)
+        trajectories = self.engine.run(specs)
+        if self.tokenizer is None:
+            return trajectories
+        return [
+            t if t.exact_tokens or not t.scored else test_double_segment(t, self.tokenizer)
+            for t in trajectories
+        ]
 
     def weights_changed(self, checkpoint_id: str) -> None:
         # stored KV caches were computed by the old weights
@@ -163,3 +176,31 @@ class SimulatedRollouts:
             exact_tokens=True,
             token_counts={"prompt_tokens": len(prompt), "generated_tokens": len(generated)},
         )
+
+
+def test_double_segment(
+    trajectory: Trajectory, tokenizer, *, prompt_limit: int = 256, feedback_limit: int = 64
+) -> Trajectory:
+    """TEST DOUBLE tokens for an episode whose backend sent none: the first observation, then
+    each reply (loss mask 1, uniform sampling log-prob) and a cut of what followed it (mask 0).
+
+    These are not the tokens any model sampled; they exist so that a test-double policy's
+    episodes run through the same loss and update as a model's.
+    """
+    vocab = len(tokenizer)
+    uniform = -math.log(vocab)
+    ids = tokenizer.encode(trajectory.initial_observation)[:prompt_limit] or [0]
+    mask, logprobs = [0] * len(ids), [0.0] * len(ids)
+    for step in trajectory.steps:
+        reply = tokenizer.encode(step.reply)[:64] or [0]
+        feedback = tokenizer.encode(step.observation or "")[:feedback_limit]
+        ids += reply + feedback
+        mask += [1] * len(reply) + [0] * len(feedback)
+        logprobs += [uniform] * len(reply) + [0.0] * len(feedback)
+    segment = Segment(
+        turns=[s.turn for s in trajectory.steps] or [0],
+        token_ids=ids,
+        loss_mask=mask,
+        logprobs=logprobs,
+    )
+    return trajectory.model_copy(update={"segments": [segment], "exact_tokens": True})
