@@ -59,7 +59,10 @@ def demo(
         test_tasks=test_tasks,
         database_url=os.environ.get("DATABASE_URL"),
     )
+    # a log file or a pipe gets a wide console: the closing tables must not wrap their numbers
     console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=140)
     if policy == "procedural":
         console.print(
             "[bold]policy: procedural, a TEST DOUBLE[/] that follows the skill chunks it recognises"

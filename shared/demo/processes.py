@@ -143,10 +143,19 @@ def start_service(
 
 
 def start_registry(
-    *, database_url: str, grants: list[dict[str, str]], log: Path, cwd: Path | None = None
+    *,
+    database_url: str,
+    grants: list[dict[str, str]],
+    log: Path,
+    cwd: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> ServiceProcess:
     """`intraskill registry serve` on a free loopback port (migrates the database first)."""
     port = free_port()
-    env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(grants)}
+    env = {
+        **(extra_env or {}),
+        "DATABASE_URL": database_url,
+        "REGISTRY_TOKENS": json.dumps(grants),
+    }
     args = ["registry", "serve", "--host", "127.0.0.1", "--port", str(port)]
     return start_service("registry", args, port=port, env=env, log=log, cwd=cwd)

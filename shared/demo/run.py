@@ -29,7 +29,7 @@ from typing import Any
 from shared.demo.display import DemoDisplay
 from shared.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
 from shared.demo.processes import ServiceFailed
-from shared.demo.services import BACKENDS, Services, start_services
+from shared.demo.services import BACKENDS, Services, demo_marker, start_services
 from shared.demo.state import DemoState
 
 REPO = Path(__file__).resolve().parents[2]
@@ -379,7 +379,7 @@ class Demo:
             start = out.tell()
             self.trainer = subprocess.Popen(
                 [sys.executable, "-m", "shared.cli", *argv],
-                env={**os.environ, **env},
+                env={**os.environ, **demo_marker(self.run_dir), **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

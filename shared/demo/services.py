@@ -37,6 +37,11 @@ class Services:
             service.stop()
 
 
+def demo_marker(run_dir: Path) -> dict[str, str]:
+    """An environment variable every child of a demo carries: finds stragglers by run folder."""
+    return {"INTRASKILL_DEMO_RUN": str(run_dir.resolve())}
+
+
 def run_tokens(run_dir: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
     """This run folder's tokens and grants, minted on first use."""
     path = run_dir / "tokens.json"
@@ -62,11 +67,14 @@ def start_services(
     """Start registry, evaluator and analyst; each is ready (answers /readyz) when this returns."""
     tokens, grants = run_tokens(run_dir)
     logs = run_dir / "logs"
+    marker = demo_marker(run_dir)
     started: list[ServiceProcess] = []
     try:
         database = database_url or f"sqlite:///{(run_dir / 'registry.sqlite').resolve()}"
         registry = _ready(
-            start_registry(database_url=database, grants=grants, log=logs / "registry.log"),
+            start_registry(
+                database_url=database, grants=grants, log=logs / "registry.log", extra_env=marker
+            ),
             started,
             on_start,
         )
@@ -78,6 +86,7 @@ def start_services(
         }
         port = free_port()
         evaluator_env = {
+            **marker,
             "EVALUATOR_REGISTRY_URL": registry.url,
             "EVALUATOR_REGISTRY_TOKEN": tokens["evaluator"],
             "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
@@ -96,11 +105,13 @@ def start_services(
         )
         port = free_port()
         analyst_env = {
+            **marker,
             "ANALYST_REGISTRY_URL": registry.url,
             "ANALYST_REGISTRY_TOKEN": tokens["analyst"],
             "ANALYST_EVALUATOR_URL": evaluator.url,
-            "ANALYST_JOBS_DIR": str((run_dir / "analyst").resolve()),
-            **{f"ANALYST_{k}": v for k, v in shared_env.items()},
+            "ANALYST_DATA_DIR": str((run_dir / "analyst").resolve()),
+            # the policy backend travels in each job's request, not in the analyst's settings
+            **{f"ANALYST_{k}": v for k, v in shared_env.items() if k != "BACKEND"},
         }
         analyst = _ready(
             start_service(
