@@ -208,6 +208,7 @@ def decision_rows(gate: Mapping[str, Any], component: str = "r_strict") -> list[
         rows.append(
             {
                 "label": f"{row['slug']} v{row['version']}",
+                "title": row.get("title"),
                 "kind": row["kind"],
                 "status": row["status"],
                 "rank": row.get("rank"),

@@ -12,6 +12,7 @@ matplotlib.use("Agg")  # headless: no display on servers or in CI
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from shared.report import reference
 from shared.report.data import ChunkTrack, series
@@ -86,6 +87,7 @@ def training_curves(metrics: Sequence[Mapping[str, Any]], path: Path) -> Path | 
             axis.axvline(boundary, color="#999999", linestyle="--", linewidth=0.9)
         axis.set_title(title, fontsize=11)
         axis.set_xlabel("rollout step")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
         axis.set_ylabel(ylabel)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=9, loc="best")
@@ -116,7 +118,7 @@ def gate_coefficients(gate: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
             axis.plot([row["ci_low"], row["ci_high"]], [position, position], color=color, lw=2)
         axis.plot(value, position, "o", color=color, markersize=8)
     axis.axvline(0, color="black", linewidth=0.8)
-    axis.set_yticks(y, [f"{r['label']} ({r['kind']})" for r in rows], fontsize=9)
+    axis.set_yticks(y, [_column_label(r) for r in rows], fontsize=9)
     axis.set_xlabel("coefficient on the strict reward (paired delta OLS, no intercept)")
     decision = gate["decision"]
     state = "provisional" if decision.get("provisional") else gate.get("status", "")
@@ -135,6 +137,13 @@ def gate_coefficients(gate: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
     axis.legend(handles=handles, fontsize=9, loc="lower right")
     figure.tight_layout()
     return _save(figure, path)
+
+
+def _column_label(row: Mapping[str, Any]) -> str:
+    """A chunk's title when known (slugs can be hashes), with version and pool kind."""
+    version = row["label"].rsplit(" ", 1)[-1]
+    name = _short(row["title"], 44) if row.get("title") else row["label"].rsplit(" ", 1)[0]
+    return f"{name} {version} ({row['kind']})"
 
 
 def bank_lineage(
@@ -176,7 +185,7 @@ def bank_lineage(
         range(len(banks)),
         [f"S{i}\nbank {b['id']} (round {b['round']})" for i, b in enumerate(banks)],
     )
-    axis.set_yticks(range(len(tracks)), [_short(t.slug, 34) for t in tracks], fontsize=9)
+    axis.set_yticks(range(len(tracks)), [_short(t.title or t.slug, 44) for t in tracks], fontsize=9)
     axis.set_title("Bank lineage: + added, R rewritten, x retired; colour = inclusion rho")
     figure.colorbar(image, ax=axis, label="rho", shrink=0.8)
     figure.tight_layout()

@@ -32,10 +32,16 @@ def take_snapshot(client: RegistryClient) -> dict[str, Any]:
             )
         offset = page.next_offset
     gates = []
+    titles: dict[int, str] = {}  # chunk version id -> title, so figures name chunks readably
     for run in client.list_gate_runs():
         decision = None
         if run.decision_id is not None:
             decision = client.get_gate_decision(run.id).model_dump(mode="json")
+            for row in decision["rows"]:
+                version_id = row["chunk_version_id"]
+                if version_id not in titles:
+                    titles[version_id] = client.get_chunk_version_by_id(version_id).content.title
+                row["title"] = titles[version_id]
         gates.append({**run.model_dump(mode="json"), "decision": decision})
     aliases = {}
     for alias in client.list_aliases():
