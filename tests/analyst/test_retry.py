@@ -1,0 +1,72 @@
+"""The full-skill retry: the whole bank in the prompt, checked against the frozen bank."""
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from services.analyst.rules_backend import injected
+from services.analyst.settings import AnalystSettings
+from services.analyst.slow_loop import RetryMismatch, run_retries, verify_retry
+from shared.agent.backends import make_backend
+from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.analyst_api.schemas import AllWrongGroupPublic, AllWrongGroupSubmit
+from shared.registry_api.schemas import BankPublic
+from tests.analyst.support import library_bank, small_env
+
+
+def frozen_bank(entries) -> BankPublic:
+    return BankPublic(
+        id=9, q=0.2, round=1, parent_bank_id=None, gate_decision_id=None, note=None,
+        content_hash="b" * 64, frozen_at=datetime.now(UTC), created_by="test",
+        created_at=datetime.now(UTC), entries=entries,
+    )  # fmt: skip
+
+
+def group(task_id: str, index: int) -> AllWrongGroupPublic:
+    request = AllWrongGroupSubmit(
+        run_id="r", round=1, step=index, group_index=0, task_id=task_id, bank_id=9,
+        bank_hash="b" * 64, treatment={"mode": "assisted", "inclusion": [1, 1]},
+        siblings=[{"reward": 0.0}],
+    )  # fmt: skip
+    return AllWrongGroupPublic(id=f"g{index}", request=request, status="pending", created_at="t")
+
+
+def test_retry_uses_the_whole_bank_and_is_verified(tmp_path):
+    env = small_env()
+    bank = frozen_bank(library_bank("explicit_query", "option_choice"))
+    policy = make_backend("procedural", "retry-test-double", slip=0.0)
+    groups = [group(task, i) for i, task in enumerate(env.task_ids("train")[:6])]
+    outcomes = run_retries(
+        groups, bank, env=env, policy=policy, settings=AnalystSettings(data_dir=tmp_path),
+        traces=tmp_path,
+    )  # fmt: skip
+    assert set(outcomes) == {g.id for g in groups}
+    for outcome, trajectory in outcomes.values():
+        assert outcome in ("success", "failure")
+        assert trajectory.provenance.injected == ["chunk-1@1", "chunk-2@1"]
+        assert trajectory.provenance.inclusion == [1, 1]
+        assert (tmp_path / f"{trajectory.episode_id}.json").exists()
+
+
+def test_a_retry_that_did_not_carry_the_bank_is_refused():
+    env = small_env()
+    bank = frozen_bank(library_bank("explicit_query", "option_choice"))
+    policy = make_backend("procedural", "retry-test-double")
+    chunks = tuple(injected(bank.entries))
+    spec = EpisodeSpec(
+        task_id=env.task_ids("train")[0], seed=0, chunks=chunks, bank_hash=bank.content_hash
+    )
+    (good,) = run_episodes(env, policy, [spec], RolloutConfig())
+    verify_retry(good, bank)
+    partial = replace(spec, chunks=chunks[:1])
+    (short,) = run_episodes(env, policy, [partial], RolloutConfig())
+    with pytest.raises(RetryMismatch):
+        verify_retry(short, bank)
+    other_hash = replace(spec, bank_hash="c" * 64)
+    (wrong,) = run_episodes(env, policy, [other_hash], RolloutConfig())
+    with pytest.raises(RetryMismatch):
+        verify_retry(wrong, bank)
+    edited = bank.entries[0].model_copy(update={"content_hash": "d" * 64})
+    with pytest.raises(RetryMismatch):
+        verify_retry(good, frozen_bank([edited, bank.entries[1]]))
