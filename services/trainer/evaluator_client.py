@@ -44,12 +44,16 @@ class EvaluatorClient:
     def close(self) -> None:
         self._http.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         last = ""
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, **kwargs)
+            except httpx.ConnectError as error:  # nothing reached the server: safe to retry
+                last = repr(error)
             except httpx.TransportError as error:
+                if method != "GET":  # the job may exist already: the caller looks it up
+                    raise EvaluatorError(f"{method} {path}: no answer ({error!r})") from error
                 last = repr(error)
             else:
                 if response.status_code not in RETRY_STATUSES:
@@ -67,7 +71,21 @@ class EvaluatorClient:
         raise EvaluatorUnavailable(f"evaluator at {self.base_url} unreachable: {last}")
 
     def submit_gate(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._request("POST", "/v1/gate-jobs", json=body)
+        """POST a gate job; planning can take minutes (the world loads), hence the long wait."""
+        return self._request("POST", "/v1/gate-jobs", json=body, timeout=900.0)
+
+    def find_gate(self, *, round_index: int, checkpoint_id: str) -> dict[str, Any] | None:
+        """The newest gate job of this round and checkpoint that has not failed, if any: a
+        job submitted just before a crash (or whose answer was lost) is found, not repeated."""
+        jobs = self._request("GET", "/v1/gate-jobs")
+        mine = [
+            job
+            for job in jobs
+            if job["request"].get("round") == round_index
+            and job["request"].get("checkpoint_id") == checkpoint_id
+            and job["status"] != "failed"
+        ]
+        return max(mine, key=lambda job: job["created_at"]) if mine else None
 
     def gate_job(self, job_id: str) -> dict[str, Any]:
         return self._request("GET", f"/v1/gate-jobs/{job_id}")

@@ -648,8 +648,12 @@ class Run:
         url = self.record["services"]["evaluator"]
         try:
             job_id = record.get("gate_job_id")
-            job = self.evaluator.gate_job(job_id) if job_id else None
+            job = self._known_gate_job(job_id)
             if job is None or (job["status"] == "failed" and job.get("error") == "interrupted"):
+                job = self.evaluator.find_gate(
+                    round_index=round_index, checkpoint_id=state["checkpoint_id"]
+                )
+            if job is None:
                 job = self.evaluator.submit_gate(
                     {
                         "round": round_index,
@@ -663,8 +667,8 @@ class Run:
                         "move_alias": True,
                     }
                 )
-                record["gate_job_id"] = job["id"]
-                self.save_record()
+            record["gate_job_id"] = job["id"]
+            self.save_record()
             self.console.print(f"round {round_index}: gate job {job['id']} on {url}")
             job = self.evaluator.wait(
                 job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s
@@ -694,6 +698,16 @@ class Run:
         )
         state.update(round=round_index + 1, phase="train", bank_id=next_bank or state["bank_id"])
         self.save_state(state)
+
+    def _known_gate_job(self, job_id: str | None) -> dict[str, Any] | None:
+        if not job_id:
+            return None
+        try:
+            return self.evaluator.gate_job(job_id)
+        except EvaluatorError as error:
+            if error.status_code == 404:  # another evaluator (its jobs folder) than before
+                return None
+            raise
 
     # -- records ----------------------------------------------------------------------------
 
@@ -729,6 +743,7 @@ def train(
     config_path: Path | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) training in `out`; returns the run record (also in `out/run.json`)."""
+    lock = _lock_folder(out)
     run = Run(config, out, urls=urls, initial_bank=initial_bank)
     previous = run.record.get("config")
     if previous is not None and previous != json.loads(json.dumps(config.as_dict())):
@@ -748,3 +763,19 @@ def train(
         raise RunError(f"the registry refused a request: {error}") from None
     finally:
         run.close()
+        lock.close()
+
+
+def _lock_folder(out: Path):
+    """Hold an exclusive lock on the run folder: two trainers on one folder would corrupt it.
+    The kernel drops the lock when the process dies, so a `kill -9` never leaves it stale."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    handle = (out / ".lock").open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise RunError(f"another trainer is running in {out}") from None
+    return handle
