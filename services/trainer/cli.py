@@ -129,10 +129,10 @@ def warm_start(context: typer.Context) -> None:
     """SFT warm start on heuristic-agent trajectories (`services/trainer/warm_start.py`)."""
     try:
         from services.trainer.warm_start import main as warm_start_main
-    except ModuleNotFoundError as error:
-        if error.name != "services.trainer.warm_start":
+    except ImportError as error:  # the module, or its main(argv), is not there yet
+        if error.name not in (None, "services.trainer.warm_start"):
             raise
-        print("intraskill train warm-start: not built yet", file=sys.stderr)
+        print(f"intraskill train warm-start: not built yet ({error})", file=sys.stderr)
         raise typer.Exit(2) from None
     raise typer.Exit(int(warm_start_main(list(context.args)) or 0))
 

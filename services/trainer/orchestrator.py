@@ -343,6 +343,18 @@ class Run:
         if self.config.policy != "model":
             # a test double trains real tensors of the tiny model, whatever the preset names
             return resolve_model("tiny")
+        if self.config.warm_start.enabled:  # SFT first (cached by fingerprint): see warm_start.py
+            from services.trainer.warm_start import WarmStartPlan, warm_start
+
+            result = warm_start(WarmStartPlan.from_trainer_config(self.config))
+            self.record["warm_start"] = {
+                "path": str(result.path),
+                "fingerprint": result.fingerprint,
+                "cached": result.cached,
+                "summary": result.summary,
+            }
+            self.save_record()
+            return result.path
         return resolve_model(self.config.model)
 
     def make_source(self, policy: Policy, decoding, version: str):
