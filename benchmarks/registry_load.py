@@ -9,11 +9,19 @@ Scenarios, each at the same concurrency (default 32 keep-alive connections) for 
                   served by the same uvicorn settings: the ceiling the registry is compared with
 
 Prints req/s, p50 and p99 latency per scenario and the bank_get / constant_get ratio, and writes
-the figures to a JSON file. The goal on the 2-core development machine is bank_get >= 1,500
-req/s with p99 <= 25 ms and >= 0.5x the constant endpoint.
+the figures to a JSON file. The goals on the 2-core development machine: bank_get >= 1,500
+req/s with p99 <= 25 ms and >= 0.5x the constant endpoint; card_post >= 600 req/s with
+p99 <= 100 ms.
 
     python benchmarks/registry_load.py                      # defaults: 32 connections, 5 s each
     python benchmarks/registry_load.py --duration 10 --workers 2 --out runs/bench/registry.json
+
+Side by side with another version of the registry (a checkout of an older commit), several
+rounds alternating between the two so that machine noise hits both alike:
+
+    git worktree add /tmp/registry-old <commit>
+    python benchmarks/registry_load.py --scenarios card_post bank_get --repeat 3 \
+        --baseline /tmp/registry-old
 
 The load generator is a minimal asyncio HTTP/1.1 client (uvloop when installed), so it spends
 little of the machine's CPU on itself. Needs Postgres (default: 127.0.0.1:5432, trust auth); it
@@ -43,7 +51,6 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from services.registry.migrate import upgrade  # noqa: E402
 from services.registry.settings import hash_token  # noqa: E402
 
 TOKENS = {"operator": "bench-operator", "analyst": "bench-analyst", "reader": "bench-reader"}
@@ -76,7 +83,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def uvicorn_process(target: str, *, workers: int, env: dict[str, str], app_dir: Path | None = None):
+def uvicorn_process(
+    target: str,
+    *,
+    workers: int,
+    env: dict[str, str],
+    app_dir: Path | None = None,
+    source: Path = ROOT,
+):
     port = free_port()
     command = [
         sys.executable,
@@ -103,11 +117,11 @@ def uvicorn_process(target: str, *, workers: int, env: dict[str, str], app_dir: 
     if app_dir is not None:
         command += ["--app-dir", str(app_dir)]
     process = subprocess.Popen(
-        command, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, cwd=ROOT
+        command, env={**os.environ, **env, "PYTHONPATH": str(source)}, cwd=source
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300  # a loaded machine starts servers slowly
         while True:
             try:
                 if httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200:
@@ -260,6 +274,99 @@ CARD = {
 
 # ---------------------------------------------------------------- main
 
+REGISTRY_SCENARIOS = ("bank_get", "bank_get_304", "card_post")
+ALL_SCENARIOS = (*REGISTRY_SCENARIOS, "bank_get_routed", "constant_get")
+
+
+def migrate(database_url: str, source: Path) -> None:
+    """Alembic upgrade with the migrations of the registry under `source`."""
+    code = "import sys; from services.registry.migrate import upgrade; upgrade(sys.argv[1])"
+    url = database_url.replace("postgresql://", "postgresql+psycopg://", 1)
+    subprocess.run(
+        [sys.executable, "-c", code, url],
+        check=True,
+        cwd=source,
+        env={**os.environ, "PYTHONPATH": str(source)},
+    )
+
+
+@contextmanager
+def scratch_database(admin_url: str):
+    database = f"registry_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{database}"')
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{database}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], bytes]:
+    """One pass over `scenarios` against the registry under `source`, on a fresh database."""
+    results: dict[str, Any] = {}
+    document = b""
+    with scratch_database(args.admin_url) as database_url:
+        migrate(database_url, source)
+        grants = [
+            {"name": f"bench-{role}", "role": role, "token_sha256": hash_token(token)}
+            for role, token in TOKENS.items()
+        ]
+        env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(grants)}
+        app = "services.registry.app:create_app"
+        with uvicorn_process(app, workers=args.workers, env=env, source=source) as port:
+            bank_id, etag, document = seed(f"http://127.0.0.1:{port}")
+            get = http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"])
+            requests = {
+                "bank_get": get,
+                "bank_get_304": http_request(
+                    "GET",
+                    f"/v1/banks/{bank_id}",
+                    token=TOKENS["reader"],
+                    headers={"If-None-Match": etag},
+                ),
+                "card_post": http_request(
+                    "POST", "/v1/cards", token=TOKENS["analyst"], body=json.dumps(CARD).encode()
+                ),
+            }
+            for name in REGISTRY_SCENARIOS:
+                if name in scenarios:
+                    results[name] = run_load(
+                        port, [requests[name]], args.concurrency, args.duration, args.warmup
+                    )
+                    print(f"  {name:16s} {results[name]}", flush=True)
+        if "bank_get_routed" in scenarios:
+            # The same GET with the response cache in front of the app switched off: every
+            # request goes through routing, auth and dependency resolution.
+            routed_env = {**env, "REGISTRY_FROZEN_BANK_FAST_PATH": "false"}
+            with uvicorn_process(app, workers=args.workers, env=routed_env, source=source) as port:
+                results["bank_get_routed"] = run_load(
+                    port, [get], args.concurrency, args.duration, args.warmup
+                )
+                print(f"  {'bank_get_routed':16s} {results['bank_get_routed']}", flush=True)
+    return results, document
+
+
+def measure_constant(args, document: bytes) -> dict[str, Any]:
+    payload = args.out.parent / "constant_payload.json"
+    payload.parent.mkdir(parents=True, exist_ok=True)
+    payload.write_bytes(document)
+    with uvicorn_process(
+        "registry_load:constant_app",
+        workers=args.workers,
+        env={"BENCH_PAYLOAD": str(payload)},
+        app_dir=ROOT / "benchmarks",
+    ) as port:
+        request = http_request("GET", "/constant", token="unused")
+        result = run_load(port, [request], args.concurrency, args.duration, args.warmup)
+    print(f"  {'constant_get':16s} {result}", flush=True)
+    return result
+
+
+def spread(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
+    values = [run[key] for run in runs]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -268,112 +375,91 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers for both servers")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds over the scenarios")
+    parser.add_argument(
+        "--scenarios", nargs="+", choices=ALL_SCENARIOS, default=list(ALL_SCENARIOS)
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of another registry version, measured in alternation with this one",
+    )
     parser.add_argument(
         "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "registry_load.json"
     )
     args = parser.parse_args(argv)
 
-    database = f"registry_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(args.admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{database}"')
-    database_url = args.admin_url.rsplit("/", 1)[0] + f"/{database}"
-    results: dict[str, Any] = {}
-    try:
-        upgrade(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
-        grants = [
-            {"name": f"bench-{role}", "role": role, "token_sha256": hash_token(token)}
-            for role, token in TOKENS.items()
-        ]
-        env = {
-            "DATABASE_URL": database_url,
-            "REGISTRY_TOKENS": json.dumps(grants),
-            "REGISTRY_POOL_SIZE": "32",
-        }
-        with uvicorn_process(
-            "services.registry.app:create_app", workers=args.workers, env=env
-        ) as port:
-            bank_id, etag, document = seed(f"http://127.0.0.1:{port}")
-            get = http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"])
-            get_304 = http_request(
-                "GET",
-                f"/v1/banks/{bank_id}",
-                token=TOKENS["reader"],
-                headers={"If-None-Match": etag},
-            )
-            card = http_request(
-                "POST", "/v1/cards", token=TOKENS["analyst"], body=json.dumps(CARD).encode()
-            )
-            for name, request in (
-                ("bank_get", get),
-                ("bank_get_304", get_304),
-                ("card_post", card),
-            ):
-                results[name] = run_load(
-                    port, [request], args.concurrency, args.duration, args.warmup
-                )
-                print(f"{name:14s} {results[name]}", flush=True)
-        # The same GET with the response cache in front of the app switched off: every request
-        # goes through routing, auth and dependency resolution (the document is still cached).
-        routed_env = {**env, "REGISTRY_FROZEN_BANK_FAST_PATH": "false"}
-        with uvicorn_process(
-            "services.registry.app:create_app", workers=args.workers, env=routed_env
-        ) as port:
-            results["bank_get_routed"] = run_load(
-                port, [get], args.concurrency, args.duration, args.warmup
-            )
-            print(f"{'bank_get_routed':14s} {results['bank_get_routed']}", flush=True)
-        payload = args.out.parent / "constant_payload.json"
-        payload.parent.mkdir(parents=True, exist_ok=True)
-        payload.write_bytes(document)
-        with uvicorn_process(
-            "registry_load:constant_app",
-            workers=args.workers,
-            env={"BENCH_PAYLOAD": str(payload)},
-            app_dir=ROOT / "benchmarks",
-        ) as port:
-            request = http_request("GET", "/constant", token="unused")
-            results["constant_get"] = run_load(
-                port, [request], args.concurrency, args.duration, args.warmup
-            )
-            print(f"{'constant_get':14s} {results['constant_get']}", flush=True)
-    finally:
-        with psycopg.connect(args.admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-
-    ratio = results["bank_get"]["req_per_s"] / results["constant_get"]["req_per_s"]
-    goals = {
-        "bank_get_req_per_s>=1500": results["bank_get"]["req_per_s"] >= 1500,
-        "bank_get_p99_ms<=25": results["bank_get"]["p99_ms"] <= 25,
-        "bank_get_vs_constant>=0.5": ratio >= 0.5,
+    sources = {"current": ROOT} | ({"baseline": args.baseline} if args.baseline else {})
+    registry_scenarios = [name for name in args.scenarios if name != "constant_get"]
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        label: {name: [] for name in args.scenarios} for label in sources
     }
-    routed_ratio = results["bank_get_routed"]["req_per_s"] / results["constant_get"]["req_per_s"]
+    for round_index in range(args.repeat):
+        for label, source in sources.items():
+            print(f"round {round_index + 1}/{args.repeat}: {label} ({source})", flush=True)
+            results, document = measure(args, source, registry_scenarios)
+            for name, figures in results.items():
+                runs[label][name].append(figures)
+            if "constant_get" in args.scenarios and label == "current":
+                runs[label]["constant_get"].append(measure_constant(args, document))
+
+    summary = {
+        label: {
+            name: {key: spread(figures, key) for key in ("req_per_s", "p50_ms", "p99_ms")}
+            for name, figures in scenarios.items()
+            if figures
+        }
+        for label, scenarios in runs.items()
+    }
+    current = summary["current"]
+    goals: dict[str, bool] = {}
+    if "card_post" in current:
+        goals["card_post_req_per_s>=600"] = current["card_post"]["req_per_s"]["median"] >= 600
+        goals["card_post_p99_ms<=100"] = current["card_post"]["p99_ms"]["median"] <= 100
+    if "bank_get" in current:
+        goals["bank_get_req_per_s>=1500"] = current["bank_get"]["req_per_s"]["median"] >= 1500
+        goals["bank_get_p99_ms<=25"] = current["bank_get"]["p99_ms"]["median"] <= 25
+    if "bank_get" in current and "constant_get" in current:
+        ratio = (
+            current["bank_get"]["req_per_s"]["median"]
+            / current["constant_get"]["req_per_s"]["median"]
+        )
+        summary["bank_get_vs_constant"] = round(ratio, 3)
+        goals["bank_get_vs_constant>=0.5"] = ratio >= 0.5
     report = {
         "config": {
             "concurrency": args.concurrency,
             "duration_s": args.duration,
             "workers": args.workers,
+            "repeat": args.repeat,
+            "sources": {label: str(path) for label, path in sources.items()},
             "server": "uvicorn httptools+uvloop",
-            "payload_bytes": len(document),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "load_average_at_end": os.getloadavg(),
         },
-        "results": results,
-        "bank_get_vs_constant": round(ratio, 3),
-        "bank_get_routed_vs_constant": round(routed_ratio, 3),
+        "runs": runs,
+        "summary": summary,
         "goals": goals,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print()
-    print(f"{'scenario':14s} {'req/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s}")
-    for name, figures in results.items():
-        rate, p50, p99 = figures["req_per_s"], figures["p50_ms"], figures["p99_ms"]
-        print(f"{name:14s} {rate:9.1f} {p50:8.2f} {p99:8.2f}")
-    print(f"bank_get / constant_get = {ratio:.2f}x   payload {len(document)} bytes")
-    print(f"bank_get_routed / constant_get = {routed_ratio:.2f}x")
+    print(f"{'version':9s} {'scenario':16s} {'req/s median [min-max]':>28s} {'p99 ms median':>14s}")
+    for label in sources:
+        for name, figures in summary[label].items():
+            rate, p99 = figures["req_per_s"], figures["p99_ms"]
+            span = f"{rate['median']:.0f} [{rate['min']:.0f}-{rate['max']:.0f}]"
+            print(f"{label:9s} {name:16s} {span:>28s} {p99['median']:14.1f}")
+    if args.baseline:
+        for name in registry_scenarios:
+            base = summary["baseline"].get(name)
+            if base:
+                ratio = current[name]["req_per_s"]["median"] / base["req_per_s"]["median"]
+                print(f"{name}: current / baseline = {ratio:.2f}x req/s")
     print("goals: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in goals.items()))
-    print(f"figures written to {args.out}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; figures in {args.out}")
     return 0
 
 

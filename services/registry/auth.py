@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from services.registry.errors import Unauthorized
 from services.registry.settings import TokenGrant, hash_token
@@ -16,10 +17,18 @@ class Principal:
 
 
 class TokenTable:
-    """sha256(token) -> principal; built once from settings at app start."""
+    """sha256(token) -> principal; built once from settings at app start.
+
+    A revoked grant is refused, and so is an expired one (checked on every request, so a
+    token stops working at its `expires_at` without a restart).
+    """
 
     def __init__(self, grants: list[TokenGrant]) -> None:
-        self._by_hash = {grant.token_sha256: Principal(grant.name, grant.role) for grant in grants}
+        self._by_hash = {
+            grant.token_sha256: (Principal(grant.name, grant.role), grant.expires_at)
+            for grant in grants
+            if not grant.revoked
+        }
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal for an `Authorization: Bearer <token>` header, else 401."""
@@ -28,7 +37,10 @@ class TokenTable:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("expected 'Authorization: Bearer <token>'")
-        principal = self._by_hash.get(hash_token(token.strip()))
-        if principal is None:
-            raise Unauthorized("unknown bearer token")
+        found = self._by_hash.get(hash_token(token.strip()))
+        if found is None:
+            raise Unauthorized("unknown or revoked bearer token")
+        principal, expires_at = found
+        if expires_at is not None and datetime.now(UTC) >= expires_at:
+            raise Unauthorized("bearer token expired; ask an operator for a new one")
         return principal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -13,13 +14,16 @@ from services.registry.settings import RegistrySettings, TokenGrant, hash_token
 from shared.registry_api.schemas import Role
 
 app = typer.Typer(
-    help="SkillBank registry: serve, migrate, token", no_args_is_help=True, add_completion=False
+    help="SkillBank registry: serve, migrate, token, seed-demo",
+    no_args_is_help=True,
+    add_completion=False,
 )
 
 
-def _mint(name: str, role: Role) -> tuple[str, TokenGrant]:
+def _mint(name: str, role: Role, expires_at: datetime | None = None) -> tuple[str, TokenGrant]:
     token = secrets.token_urlsafe(32)
-    return token, TokenGrant(name=name, role=role, token_sha256=hash_token(token))
+    grant = TokenGrant(name=name, role=role, token_sha256=hash_token(token), expires_at=expires_at)
+    return token, grant
 
 
 @app.command()
@@ -42,11 +46,17 @@ def migrate(
 def token(
     name: Annotated[str, typer.Option(help="who holds the token (recorded as actor)")],
     role: Annotated[Role, typer.Option(help="what it may do")],
+    expires_in_days: Annotated[
+        float | None, typer.Option(min=0, help="the token stops working after this many days")
+    ] = None,
 ) -> None:
     """Mint a bearer token: prints the token once and the grant to add to REGISTRY_TOKENS."""
-    secret, grant = _mint(name, role)
+    expires_at = (
+        None if expires_in_days is None else datetime.now(UTC) + timedelta(days=expires_in_days)
+    )
+    secret, grant = _mint(name, role, expires_at)
     typer.echo(f"token: {secret}")
-    typer.echo(f"grant: {grant.model_dump_json()}")
+    typer.echo(f"grant: {grant.model_dump_json(exclude_defaults=True)}")
 
 
 @app.command()
@@ -86,10 +96,39 @@ def serve(
     )
 
 
+@app.command("seed-demo")
+def seed_demo(
+    registry: Annotated[
+        str, typer.Option(envvar="REGISTRY_URL", help="the registry's base URL")
+    ] = "http://127.0.0.1:8000",
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="REGISTRY_TOKEN", help="an operator token (env REGISTRY_TOKEN)"),
+    ] = None,
+) -> None:
+    """Fill a fresh registry with the small history docs/registry.md's recipes use."""
+    from services.registry.seed_demo import NotFresh, seed
+    from shared.registry_api.client import RegistryClient
+
+    if not token:
+        typer.echo("set REGISTRY_TOKEN to an operator token (serve prints one in demo mode)")
+        raise typer.Exit(2)
+    with RegistryClient(registry, token) as client:
+        try:
+            seeded = seed(client)
+        except NotFresh as error:
+            typer.echo(f"{error}; start a new one (e.g. another SQLite file) and seed that")
+            raise typer.Exit(1) from None
+    typer.echo(f"chunks {seeded.chunk_ids}")
+    typer.echo(f"banks {seeded.bank_ids} (production and current -> {seeded.bank_ids[1]})")
+    typer.echo(f"gates {seeded.gate_ids} (Gate A, online, incomplete with a provisional fit)")
+
+
 def main(argv: list[str]) -> int | None:
     """Entry point for `intraskill registry`."""
     try:
-        app(args=argv, prog_name="intraskill registry", standalone_mode=False)
+        # Without standalone mode, click returns an Exit's code instead of raising it.
+        code = app(args=argv, prog_name="intraskill registry", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
     except Exception as error:  # click usage errors carry their own exit code
@@ -100,4 +139,4 @@ def main(argv: list[str]) -> int | None:
         if show:
             show()
         return code
-    return 0
+    return code if isinstance(code, int) else 0

@@ -6,7 +6,7 @@ import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.registry_api.schemas import Name, Role
@@ -20,11 +20,15 @@ def hash_token(token: str) -> str:
 
 
 class TokenGrant(BaseModel):
-    """One bearer token's identity: who (`name`), what it may do (`role`), its sha256."""
+    """One bearer token's identity: who (`name`), what it may do (`role`), its sha256, and
+    when it stops working (`expires_at`, UTC; none: never) or that it was withdrawn (`revoked`).
+    """
 
     name: Name
     role: Role
     token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    expires_at: AwareDatetime | None = None
+    revoked: bool = False
 
 
 class RegistrySettings(BaseSettings):

@@ -32,16 +32,34 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 INTRASKILL = Path(sys.executable).with_name("intraskill")
 
 
+# Operator tokens the registry must refuse: one past its expiry, one revoked.
+EXPIRED_TOKEN = "test-token-expired-operator"
+REVOKED_TOKEN = "test-token-revoked-operator"
+
+
 def token_grants() -> str:
-    """REGISTRY_TOKENS for the test tokens of every role."""
+    """REGISTRY_TOKENS: the test tokens of every role, plus an expired and a revoked one."""
     from services.registry.settings import hash_token
 
-    return json.dumps(
-        [
-            {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}
-            for role in Role
-        ]
-    )
+    grants = [
+        {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}
+        for role in Role
+    ]
+    grants += [
+        {
+            "name": "expired-bot",
+            "role": "operator",
+            "token_sha256": hash_token(EXPIRED_TOKEN),
+            "expires_at": "2020-01-01T00:00:00Z",
+        },
+        {
+            "name": "revoked-bot",
+            "role": "operator",
+            "token_sha256": hash_token(REVOKED_TOKEN),
+            "revoked": True,
+        },
+    ]
+    return json.dumps(grants)
 
 
 @dataclass
@@ -76,7 +94,7 @@ class LiveRegistry:
         return bank
 
 
-def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 60) -> None:
+def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 240) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, f"registry exited with {process.returncode}"

@@ -7,7 +7,9 @@ contention, faults and hostile input must give 4xx/503 answers, never a hang, a 
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -18,6 +20,10 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from live_server import (
+    EXPIRED_TOKEN,
+    INTRASKILL,
+    REPO_ROOT,
+    REVOKED_TOKEN,
     LiveRegistry,
     cluster_tools_missing,
     concurrently,
@@ -27,7 +33,7 @@ from live_server import (
     status_counts,
     throwaway_cluster,
 )
-from registry_support import chunk_content, gate_protocol, headers
+from registry_support import TOKENS, chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 
@@ -432,6 +438,65 @@ def test_both_databases_answer_the_same_bytes(registry: LiveRegistry):
     for response in (created, read):
         assert b'"extras":{"alpha":{"a":[1,"x"],"b":0.1},"mid":null,"zeta":1}' in response.content
         assert re.search(rb'"created_at":"[0-9T:.-]+Z"', response.content), response.text
+
+
+# ---------------------------------------------------------------- tokens
+
+
+def test_expired_and_revoked_tokens_are_refused(registry: LiveRegistry):
+    """Issue 8 (also): tokens expire and can be revoked without deleting their grant."""
+    for token, reason in ((EXPIRED_TOKEN, "expired"), (REVOKED_TOKEN, "revoked")):
+        response = registry.call(
+            "GET", "/v1/banks", role=None, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 401 and reason in response.json()["detail"]
+    assert registry.call("GET", "/v1/banks", role=Role.reader).status_code == 200
+
+
+# ---------------------------------------------------------------- seed-demo and the docs
+
+
+def docs_recipes() -> str:
+    """The recipe block of docs/registry.md: the bash block that starts with `export R=`."""
+    text = (REPO_ROOT / "docs" / "registry.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL)
+    return next(block for block in blocks if block.startswith("export R="))
+
+
+def test_seed_demo_makes_every_docs_recipe_run_as_written(tmp_path):
+    """Issue 12: the recipes named ids a fresh registry does not have."""
+    with serve_registry(f"sqlite:///{tmp_path / 'demo.sqlite'}") as live:
+        env = {**os.environ, "REGISTRY_TOKEN": TOKENS[Role.operator]}
+        seeded = subprocess.run(
+            [str(INTRASKILL), "registry", "seed-demo", "--registry", live.url],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+        again = subprocess.run(
+            [str(INTRASKILL), "registry", "seed-demo", "--registry", live.url],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert again.returncode == 1 and "fresh" in again.stdout
+        # Every curl must succeed (2xx): the recipes run with -e and curl failing on errors.
+        script = (
+            "set -euo pipefail\n"
+            'curl() { command curl --fail-with-body "$@"; }\n'
+            + docs_recipes().replace("http://127.0.0.1:8000", live.url)
+        )
+        ran = subprocess.run(
+            ["bash", "-c", script],
+            env={**env, "TOKEN": TOKENS[Role.operator]},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        assert "idempotent-replayed: true" in ran.stdout.lower()
+        assert '[\n  1,\n  "complete",\n  1\n]' in ran.stdout  # the Gate A run, decided
 
 
 # ---------------------------------------------------------------- 12. database faults
