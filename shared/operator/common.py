@@ -140,7 +140,8 @@ def number(value: float | None, digits: int = 3) -> str | None:
 def run_app(app: typer.Typer, argv: list[str], prog_name: str) -> int:
     """Run a typer app; an `OperatorError` prints its sentence on stderr and exits 1."""
     try:
-        app(args=argv, prog_name=prog_name, standalone_mode=False)
+        # without standalone mode, click returns a typer.Exit's code instead of raising it
+        result = app(args=argv, prog_name=prog_name, standalone_mode=False)
     except OperatorError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -154,4 +155,4 @@ def run_app(app: typer.Typer, argv: list[str], prog_name: str) -> int:
         if show:
             show()
         return code
-    return 0
+    return result if isinstance(result, int) else 0
