@@ -236,11 +236,14 @@ def recompute(model_backend, segment, temperature: float) -> list[tuple[float, f
 
 def test_logprob_mode_tells_tempered_from_untempered() -> None:
     # Log-prob gaps between tokens are logit gaps / T: at T = 0.5 they double.
-    at_one = [-0.1, -1.1, -2.6]
-    assert logprob_mode(at_one, [-0.01, -2.01, -5.01], 0.5) == "processed"
+    at_one = {"a": -0.1, "b": -1.1, "c": -2.6}
+    assert logprob_mode(at_one, {"a": -0.01, "b": -2.01, "c": -5.01}, 0.5) == "processed"
     assert logprob_mode(at_one, at_one, 0.5) == "untempered"
-    assert logprob_mode(at_one, [-0.01, -3.0, -4.0], 0.5) == "unverifiable"
-    assert logprob_mode([-1.0, -1.01], [-1.0, -1.02], 0.5) == "unverifiable"  # no gap to see
+    assert logprob_mode(at_one, {"a": -0.01, "b": -3.0, "c": -4.0}, 0.5) == "unverifiable"
+    assert logprob_mode({"a": -1.0, "b": -1.01}, {"a": -1.0, "b": -1.02}, 0.5) == "unverifiable"
+    # vLLM lists the sampled token first, in or out of the top k: tokens align, not ranks.
+    sampled_first = {"z": -9.0, "a": -0.01, "b": -2.01}
+    assert logprob_mode(at_one, sampled_first, 0.5) == "processed"
 
 
 def test_tempered_logprobs_are_verified_and_exact(served, behaviour) -> None:

@@ -220,6 +220,7 @@ class OpenAIBackend:
             **self._probe_body(temperature, decoding),
             "logprobs": True,
             "top_logprobs": PROBE_TOP_LOGPROBS,
+            "return_tokens_as_token_ids": True,  # two ids may decode to one string
         }
         return self._request("POST", "/chat/completions", body).json()
 
@@ -317,21 +318,22 @@ class OpenAIBackend:
             return TurnFailure(f"malformed completion: {type(failure).__name__}: {failure}")
 
 
-def _top_logprobs(completion: dict[str, Any]) -> list[float]:
-    """The first generated position's top log-probs, most likely first."""
+def _top_logprobs(completion: dict[str, Any]) -> dict[str, float]:
+    """The first generated position's top log-probs by token. vLLM lists the sampled token first
+    (even outside the top k), so the lists of two probes align by token, not by rank."""
     first = completion["choices"][0]["logprobs"]["content"][0]
-    return sorted((float(entry["logprob"]) for entry in first["top_logprobs"]), reverse=True)
+    return {entry["token"]: float(entry["logprob"]) for entry in first["top_logprobs"]}
 
 
-def logprob_mode(at_one: Sequence[float], at_t: Sequence[float], temperature: float) -> str:
+def logprob_mode(at_one: dict[str, float], at_t: dict[str, float], temperature: float) -> str:
     """'processed' when the log-probs at `temperature` are log_softmax(logits / T) given the same
     server's log-probs at T = 1, 'untempered' when they did not move, else 'unverifiable'.
 
     Log-prob gaps between two tokens are logit gaps over T, whatever the normaliser, so the
-    top tokens' gaps at T must be those at 1 divided by T."""
-    count = min(len(at_one), len(at_t))
-    gaps_one = [at_one[0] - value for value in at_one[1:count]]
-    gaps_t = [at_t[0] - value for value in at_t[1:count]]
+    gaps at T between tokens listed by both probes must be those at 1 divided by T."""
+    common = sorted(set(at_one) & set(at_t), key=lambda token: -at_one[token])
+    gaps_one = [at_one[common[0]] - at_one[token] for token in common[1:]]
+    gaps_t = [at_t[common[0]] - at_t[token] for token in common[1:]]
     if not gaps_one or max(gaps_one) < PROBE_MIN_GAP:
         return "unverifiable"
 
