@@ -237,14 +237,13 @@ def main() -> None:
         args.prompt_version, decoding, concurrency=len(specs), max_turns=args.max_turns
     )
     configs = {"a0": one, "a": one, "b": every, "c": every, "d": every}
-    # Warm-up: first calls pay for lazy imports, kernel selection and graph capture.
-    warm_spec = [EpisodeSpec(env.task_ids("train")[0], seed=99)]
-    warm = RolloutConfig(args.prompt_version, decoding.with_(max_new_tokens=2), 1, 1)
-    for backend in dict.fromkeys(backends[mode] for mode in wanted):
-        RolloutEngine(env, backend, warm).run(warm_spec)
-
     runs: list[dict[str, dict]] = []
     try:
+        # Warm-up: first calls pay for lazy imports, kernel selection and graph capture.
+        warm_spec = [EpisodeSpec(env.task_ids("train")[0], seed=99)]
+        warm = RolloutConfig(args.prompt_version, decoding.with_(max_new_tokens=2), 1, 1)
+        for backend in dict.fromkeys(backends[mode] for mode in wanted):
+            RolloutEngine(env, backend, warm).run(warm_spec)
         for number in range(args.runs):
             print(f"run {number + 1}/{args.runs}", flush=True)
             runs.append(
