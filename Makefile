@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= dev,train
 
-.PHONY: setup run test lint
+.PHONY: setup run test lint mutate
 
 $(BIN)/intraskill: pyproject.toml
 	@echo "setup: $(VENV) with IntraSkill [$(EXTRAS)]; torch and transformers make a fresh install take several minutes"
@@ -26,3 +26,12 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+# Mutation testing (mutmut) of the rule-holding modules, one target at a time, each time-capped;
+# not part of `make test`. MUTATE="reward-text leak" picks targets; the report lands in
+# runs/mutation/ (see docs/CONTRIBUTING.md for the survivors and why they live).
+MUTATE ?=
+MUTATE_MINUTES ?= 15
+mutate: setup
+	$(BIN)/pip install -q -e ".[$(EXTRAS),mutation]"
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python tests/mutation/mutate.py $(MUTATE) --minutes $(MUTATE_MINUTES)
