@@ -54,6 +54,7 @@ from services.trainer.treatments import (
 )
 from shared.agent.advantage import training_samples
 from shared.chunks import ChunkContent, InjectedChunk
+from shared.hashing import content_hash
 from shared.registry_api.client import (
     Conflict,
     NotFound,
@@ -83,9 +84,11 @@ class ServiceUrls:
 
 
 def run_id_for(out: Path) -> str:
-    """A registry-safe id for the run, from its folder name."""
-    slug = re.sub(r"[^a-z0-9._-]+", "-", out.resolve().name.lower()).strip("-._") or "run"
-    return slug[:40]
+    """A registry-safe id for the run: its folder name and a digest of its absolute path (two
+    folders of one name never share checkpoint ids or idempotency keys)."""
+    folder = out.resolve()
+    slug = re.sub(r"[^a-z0-9._-]+", "-", folder.name.lower()).strip("-._") or "run"
+    return f"{slug[:32]}-{content_hash(str(folder))[:6]}"
 
 
 def _write_json(path: Path, data: Any) -> None:
