@@ -162,16 +162,16 @@ class Run:
     ) -> None:
         self.config, self.out = config, out.resolve()
         self.out.mkdir(parents=True, exist_ok=True)
-        self.run_id = run_id_for(out)
         self.urls, self.initial_bank = urls, initial_bank
         self.console = console or Console(stderr=True)
         self.stack = LocalStack(self.out / "services")
         self.metrics = MetricsLog(self.out / METRICS_FILE)
         self.record: dict[str, Any] = _read_json(self.out / RUN_FILE) or {
-            "run_id": self.run_id,
+            "run_id": run_id_for(out),
             "config": json.loads(json.dumps(config.as_dict())),  # tuples as JSON lists
             "rounds": [],
         }
+        self.run_id = self.record["run_id"]  # fixed at the run's first start
 
     # -- services ---------------------------------------------------------------------------
 
