@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display on servers or in CI
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
@@ -18,6 +19,20 @@ from shared.report import reference
 from shared.report.data import ChunkTrack, series
 
 DPI = 110
+# Chunk titles may be Chinese (the reference bank is): use a CJK font when the machine has one,
+# as a fallback after the default; without one, figures name such chunks by their slug instead.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
+             "WenQuanYi Micro Hei", "Droid Sans Fallback", "SimHei", "Microsoft YaHei")  # fmt: skip
+_INSTALLED = {font.name for font in font_manager.fontManager.ttflist}
+HAS_CJK_FONT = any(name in _INSTALLED for name in CJK_FONTS)
+plt.rcParams["font.family"] = ["DejaVu Sans", *(n for n in CJK_FONTS if n in _INSTALLED)]
+
+
+def drawable(text: str) -> bool:
+    """False when the text needs CJK glyphs this machine has no font for."""
+    return HAS_CJK_FONT or all(ord(ch) < 0x2E80 for ch in text)
+
+
 STATUS_COLORS = {
     "selected": "#2e7d32",
     "retired": "#c62828",
@@ -142,7 +157,8 @@ def gate_coefficients(gate: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
 def _column_label(row: Mapping[str, Any]) -> str:
     """A chunk's title when known (slugs can be hashes), with version and pool kind."""
     version = row["label"].rsplit(" ", 1)[-1]
-    name = _short(row["title"], 44) if row.get("title") else row["label"].rsplit(" ", 1)[0]
+    title = row.get("title")
+    name = _short(title, 44) if title and drawable(title) else row["label"].rsplit(" ", 1)[0]
     return f"{name} {version} ({row['kind']})"
 
 
@@ -185,7 +201,8 @@ def bank_lineage(
         range(len(banks)),
         [f"S{i}\nbank {b['id']} (round {b['round']})" for i, b in enumerate(banks)],
     )
-    axis.set_yticks(range(len(tracks)), [_short(t.title or t.slug, 44) for t in tracks], fontsize=9)
+    names = [_short(t.title, 44) if t.title and drawable(t.title) else t.slug for t in tracks]
+    axis.set_yticks(range(len(tracks)), names, fontsize=9)
     axis.set_title("Bank lineage: + added, R rewritten, x retired; colour = inclusion rho")
     figure.colorbar(image, ax=axis, label="rho", shrink=0.8)
     figure.tight_layout()
