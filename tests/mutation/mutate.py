@@ -96,7 +96,7 @@ TARGETS: dict[str, Target] = {
         ("tests/evaluator/test_gate_design.py", "tests/evaluator/test_gate_conformance.py"),
     ),
     "trainer-loss": Target(("services/trainer/loss.py",), ("tests/trainer",)),
-    "trainer-filter": Target(("services/trainer/filter.py",), ("tests/trainer",)),
+    "trainer-filter": Target(("services/trainer/filtering.py",), ("tests/trainer",)),
 }
 
 
@@ -104,18 +104,23 @@ def _toml_list(values: list[str] | tuple[str, ...]) -> str:
     return "[" + ", ".join(json.dumps(value) for value in values) + "]"
 
 
-def prepare(name: str, target: Target) -> Path:
+def prepare(name: str, target: Target, tests_root: Path) -> Path:
     """A scratch project for one target: links to the code, a pyproject with its mutmut config."""
     folder = RUNS / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for part in ("shared", "services", "tests"):
+    for part in ("shared", "services"):
         (folder / part).symlink_to(ROOT / part)
+    (folder / "tests").symlink_to(tests_root)
     pytest_options = (ROOT / "pyproject.toml").read_text().split("[tool.pytest.ini_options]")[1]
     pytest_options = pytest_options.split("\n[", 1)[0]
     (folder / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         'source_paths = ["shared", "services"]\n'
+        # Workers fork from a process that has only collected the tests: one forked from a
+        # process that ran them inherits warm caches (the reward's lru_cache answers without
+        # running the mutated code) and open database connections.
+        'process_isolation = "forkserver"\n'
         f"only_mutate = {_toml_list(target.files)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]\n'
@@ -124,13 +129,13 @@ def prepare(name: str, target: Target) -> Path:
     return folder
 
 
-def run_target(name: str, target: Target, minutes: float) -> dict:
+def run_target(name: str, target: Target, minutes: float, tests_root: Path) -> dict:
     """mutmut over one target, stopped after `minutes`; the statuses it reached by then."""
     missing = [path for path in target.files if not (ROOT / path).exists()]
-    tests = tuple(path for path in target.tests if (ROOT / path).exists())
+    tests = tuple(path for path in target.tests if (tests_root.parent / path).exists())
     if missing or not tests:
         return {"target": name, "skipped": f"missing {', '.join(missing) or 'its tests'}"}
-    folder = prepare(name, replace(target, tests=tests))
+    folder = prepare(name, replace(target, tests=tests), tests_root)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", "1",
                *target.functions]  # fmt: skip
@@ -184,11 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="*", choices=[[], *TARGETS], default=[])
     parser.add_argument("--minutes", type=float, default=15.0, help="time cap per target")
     parser.add_argument("--label", default="latest", help="report name: report-<label>.json")
+    parser.add_argument(
+        "--tests-root",
+        type=Path,
+        default=ROOT / "tests",
+        help="another tests/ folder (e.g. an older commit's, to measure a kill rate before)",
+    )
     args = parser.parse_args(argv)
     RUNS.mkdir(parents=True, exist_ok=True)
     report = []
     for name in args.targets or list(TARGETS):
-        result = run_target(name, TARGETS[name], args.minutes)
+        result = run_target(name, TARGETS[name], args.minutes, args.tests_root.resolve())
         report.append(result)
         rate = result.get("kill_rate")
         print(
