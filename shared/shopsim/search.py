@@ -36,6 +36,7 @@ from shared.shopsim.search_text import FIELD_WEIGHTS, FIELDS, FieldTokenizer, qu
 
 SEARCH_VERSION = "shopsim-fts5-bm25-v3"  # v3: the reference's unicode61 tokenizer
 TOP_K = 150
+PHRASE_CACHE = 4096  # multi-token phrases kept beyond the catalogue's own
 
 MIN_IDF = 1e-6
 _WEIGHTS = np.array([FIELD_WEIGHTS[name] for name in FIELDS], dtype=np.float64)
@@ -74,7 +75,10 @@ class Bm25Index:
         # repeat queries. 0 disables it (the speed benchmark measures cold queries).
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[tuple[tuple[str, ...], ...], int], list[int]] = OrderedDict()
-        self._lock = threading.Lock()  # for the cache; the kernel allocates its own buffers
+        self._lock = threading.Lock()  # for the caches; the kernel allocates its own buffers
+        # Multi-token phrases' documents and fractions: those the catalogue's own pre-tokens
+        # make are prepared at build time, others on first use (bounded, least recent out).
+        self._phrases: OrderedDict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         products = catalog.products
         count = len(products)
         # Documents are numbered in product-id order, so ties keep the lower document.
@@ -86,6 +90,8 @@ class Bm25Index:
         lengths = lengths.reshape(count, len(FIELDS))
         self._field_starts = np.concatenate(([0], np.cumsum(lengths.ravel()))).astype(np.int64)
         self._postings(lengths)
+        for phrase in self._catalogue_phrases:
+            self._phrase([self._vocabulary[token] for token in phrase])
         self.build_seconds = time.perf_counter() - started
 
     def _tokenize(self, catalog: Catalog, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -95,12 +101,13 @@ class Bm25Index:
         def ids(tokens: tuple[str, ...]) -> array:
             return array("i", [vocabulary.setdefault(t, len(vocabulary)) for t in tokens])
 
-        fields = FieldTokenizer(ids).fields
+        tokenizer = FieldTokenizer(ids)
         terms, lengths = array("i"), array("i")
         for position in order:
-            for found in fields(catalog.products[position]):
+            for found in tokenizer.fields(catalog.products[position]):
                 terms.extend(found)
                 lengths.append(len(found))
+        self._catalogue_phrases = sorted(tokenizer.phrases)
         return np.frombuffer(terms, dtype=np.int32), np.frombuffer(lengths, dtype=np.int32)
 
     def _postings(self, lengths: np.ndarray) -> None:
@@ -148,7 +155,22 @@ class Bm25Index:
         return list(found)
 
     def _phrase(self, terms: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """A multi-token phrase's documents and fractions, among the rarest token's postings."""
+        """A multi-token phrase's documents and fractions (kept; see `_phrases`)."""
+        key = tuple(terms)
+        with self._lock:
+            found = self._phrases.get(key)
+            if found is not None:
+                self._phrases.move_to_end(key)
+                return found
+        found = self._match_phrase(terms)
+        with self._lock:
+            self._phrases[key] = found
+            if len(self._phrases) > max(PHRASE_CACHE, len(self._catalogue_phrases)):
+                self._phrases.popitem(last=False)
+        return found
+
+    def _match_phrase(self, terms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Scan the token streams of the documents holding the phrase's rarest token."""
         rarest = min(terms, key=lambda term: self._hits[term])
         candidates = self._documents[self._offsets[rarest] : self._offsets[rarest + 1]]
         return self._kernel.phrase_postings(

@@ -78,10 +78,9 @@ def _normalized_tokens(text: str) -> tuple[str, ...]:
 def split_tokens(pre_tokens: tuple[str, ...]) -> tuple[str, ...]:
     """FTS5 unicode61's tokens of space-joined pre-tokens: each split at `._+-/`, in order,
     repeats kept."""
-    tokens: list[str] = []
-    for token in pre_tokens:
-        tokens.extend(part for part in _SEPARATOR.split(token) if part)
-    return tuple(tokens)
+    # One substitution over the joined text: pre-tokens hold no whitespace, so splitting on
+    # it afterwards gives each pre-token's parts, in order.
+    return tuple(_SEPARATOR.sub(" ", " ".join(pre_tokens)).split())
 
 
 def query_phrases(query: str) -> tuple[tuple[str, ...], ...]:
@@ -138,23 +137,36 @@ class FieldTokenizer(Generic[T]):
     def __init__(self, convert: Callable[[tuple[str, ...]], T]) -> None:
         self._convert = convert
         self._shared: dict[tuple[int, str], T] = {}
+        # Every multi-token phrase the documents' own pre-tokens make (`usb-c` -> usb, c):
+        # the phrases queries mostly ask for, which an index may prepare at build time.
+        self.phrases: set[tuple[str, ...]] = set()
+
+    def _split(self, pre_tokens: tuple[str, ...]) -> tuple[str, ...]:
+        tokens = split_tokens(pre_tokens)
+        if len(tokens) != len(pre_tokens):
+            self.phrases.update(
+                parts
+                for parts in map(split_tokens, map(lambda t: (t,), pre_tokens))
+                if len(parts) > 1
+            )
+        return tokens
 
     def _field(self, field: int, text: str) -> T:
         found = self._shared.get((field, text))
         if found is None:
-            found = self._shared[field, text] = self._convert(split_tokens(search_tokens(text)))
+            found = self._shared[field, text] = self._convert(self._split(search_tokens(text)))
         return found
 
     def fields(self, product: Product) -> tuple[T, ...]:
         title = normalize_query(product.title)
-        convert, field = self._convert, self._field
+        convert, field, split = self._convert, self._field, self._split
         model = " ".join(_model_tokens(title))
         return (
-            convert(split_tokens(_normalized_tokens(title))),
+            convert(split(_normalized_tokens(title))),
             field(1, product.brand),
             field(2, product.category),
-            convert(split_tokens(search_tokens(model))),  # re-normalized, as the reference
-            convert(split_tokens(search_tokens(" ".join(product.attributes)))),
+            convert(split(search_tokens(model))),  # re-normalized, as the reference
+            convert(split(search_tokens(" ".join(product.attributes)))),
             field(5, " ".join(option_texts(product))),
             field(6, " ".join(product.search_bullets)),
         )
