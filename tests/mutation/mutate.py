@@ -95,8 +95,10 @@ TARGETS: dict[str, Target] = {
         ("services/evaluator/design.py",),
         ("tests/evaluator/test_gate_design.py", "tests/evaluator/test_gate_conformance.py"),
     ),
-    "trainer-loss": Target(("services/trainer/loss.py",), ("tests/trainer",)),
-    "trainer-filter": Target(("services/trainer/filtering.py",), ("tests/trainer",)),
+    "trainer-loss": Target(("services/trainer/loss.py",), ("tests/trainer/test_loss.py",)),
+    "trainer-filter": Target(
+        ("services/trainer/filtering.py",), ("tests/trainer/test_filtering.py",)
+    ),
 }
 
 
