@@ -13,7 +13,10 @@ from tests.analyst.support import library_bank
 SUCCESS = [{"valid_actions": 3, "success": True}]
 
 
-def card(mechanism, *, target=None, content=None, outcome=CardOutcome.ADD, trigger=None, gold=None):
+def card(
+    mechanism, *, target=None, content=None, outcome=CardOutcome.ADD, trigger=None, gold=None,
+    active=None,
+):
     template = LIBRARY[mechanism]
     proposed = content or template.template
     deployable = DeployableAbstraction(
@@ -28,7 +31,8 @@ def card(mechanism, *, target=None, content=None, outcome=CardOutcome.ADD, trigg
     return finish_card(
         round=1, task_id="task-000001", checkpoint_id=None, evidence_id=None, outcome=outcome,
         audit={"firewall_gold": (gold or GoldFacts()).as_json()}, deployable=deployable,
-        gold=None, trials=SUCCESS, active=library_bank("explicit_query"), cold_start=False,
+        gold=None, trials=SUCCESS, active=active or library_bank("explicit_query"),
+        cold_start=False,
         extras={"mechanism": mechanism},
     )  # fmt: skip
 
@@ -84,6 +88,13 @@ def test_rewrite_must_target_an_active_chunk():
     result = compile_round(numbered([good, stale]), active=active)
     assert [(c.operation, c.target_chunk_id) for c in result.candidates] == [("REWRITE", 1)]
     assert result.evidence_only == []  # ineligible cards are not compiled at all
+    # A target active when the card was written but not in the bank being compiled against.
+    retired = card("option_choice", target=2, outcome=CardOutcome.REWRITE,
+                   active=library_bank("explicit_query", "option_choice"))  # fmt: skip
+    assert retired.eligible
+    late = compile_round(numbered([retired]), active=active)
+    assert late.candidates == [] and late.evidence_only == [1]
+    assert "not an active chunk" in late.dropped[0]["reason"]
 
 
 def test_fingerprint_dedupe_against_active_bank_and_history():
