@@ -39,7 +39,7 @@ class TokenTable:
             raise Unauthorized("expected 'Authorization: Bearer <token>'")
         found = self._by_hash.get(hash_token(token.strip()))
         if found is None:
-            raise Unauthorized("unknown or revoked bearer token")
+            raise Unauthorized("unknown bearer token")  # a revoked one says no more
         principal, expires_at = found
         if expires_at is not None and datetime.now(UTC) >= expires_at:
             raise Unauthorized("bearer token expired; ask an operator for a new one")

@@ -31,15 +31,22 @@ def migrate(
     database_url: Annotated[
         str | None, typer.Option(help="default: DATABASE_URL or the SQLite file")
     ] = None,
+    app_role: Annotated[
+        str | None,
+        typer.Option(help="Postgres: grant this existing role what the app needs, no ownership"),
+    ] = None,
 ) -> None:
-    """Bring the database schema to the latest revision (Alembic)."""
-    from services.registry.migrate import upgrade
+    """Bring the database schema to the latest revision (Alembic), as the schema's owner."""
+    from services.registry.migrate import grant_app_role, upgrade
 
     settings = (
         RegistrySettings() if database_url is None else RegistrySettings(database_url=database_url)
     )
     upgrade(settings.database_url)
     typer.echo(f"migrated {settings.database_url.split('@')[-1]}")
+    if app_role:
+        grant_app_role(settings.database_url, app_role)
+        typer.echo(f"granted {app_role} read/append rights (it owns nothing)")
 
 
 @app.command()

@@ -57,6 +57,12 @@ class PreconditionRequired(RegistryError):
     status_code = 428
 
 
+class IntegrityViolation(RegistryError):
+    """Stored data fails its own check (a frozen bank's content hash): refuse to serve it."""
+
+    status_code = 500
+
+
 class PayloadTooLarge(RegistryError):
     status_code = 413
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import psycopg
 import pytest
 from live_server import (
     EXPIRED_TOKEN,
@@ -33,7 +34,7 @@ from live_server import (
     status_counts,
     throwaway_cluster,
 )
-from registry_support import TOKENS, chunk_content, gate_protocol, headers
+from registry_support import ADMIN_URL, TOKENS, chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 
@@ -341,7 +342,58 @@ def test_bodies_over_the_limit_are_413_and_not_stored(registry: LiveRegistry):
     assert registry.ok("GET", "/v1/cards")["total"] == before
 
 
-# ---------------------------------------------------------------- 13. the smaller ones
+# ---------------------------------------------------------------- 11. append-only, for real
+
+
+@pytest.fixture
+def app_role_registry() -> Iterator[tuple[LiveRegistry, str]]:
+    """A Postgres registry served as a role that owns nothing; yields it and the owner's URL."""
+    role = f"registry_app_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with scratch_postgres_database() as owner_url:
+            migrated = subprocess.run(
+                [str(INTRASKILL), "registry", "migrate", "--database-url", owner_url,
+                 "--app-role", role],
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+            app_url = owner_url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+            with serve_registry(app_url) as live:
+                yield live, owner_url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_the_app_role_cannot_undo_history_and_frozen_banks_hold(app_role_registry):
+    """Defect 11: as the tables' owner the app could TRUNCATE, disable the triggers or turn
+    them off; frozen banks' rows were not protected at all, and the API then served a changed
+    rho under the old ETag and content hash."""
+    registry, owner_url = app_role_registry
+    bank = registry.bank([registry.chunk(unique("frozen"))["latest"]["id"]])
+    for statement in (
+        "TRUNCATE audit_log",
+        "ALTER TABLE audit_log DISABLE TRIGGER ALL",
+        "SET session_replication_role = replica",
+        "DELETE FROM audit_log",
+        f"UPDATE bank_entries SET rho = 0.99 WHERE bank_id = {bank['id']}",
+        f"UPDATE banks SET q = 0.9 WHERE id = {bank['id']}",
+    ):
+        with (
+            psycopg.connect(registry.database_url, autocommit=True) as app_connection,
+            pytest.raises(psycopg.Error),
+        ):
+            app_connection.execute(statement)
+    # Only a superuser can still switch the triggers off; the served hash then refuses it.
+    with psycopg.connect(owner_url, autocommit=True) as owner:
+        owner.execute("SET session_replication_role = replica")
+        owner.execute(f"UPDATE bank_entries SET rho = 0.99 WHERE bank_id = {bank['id']}")
+    tampered = registry.call("GET", f"/v1/banks/{bank['id']}")
+    assert tampered.status_code == 500 and "content hash" in tampered.json()["detail"]
 
 
 def test_if_match_star_movers_all_succeed_in_turn(registry: LiveRegistry):
@@ -445,7 +497,7 @@ def test_both_databases_answer_the_same_bytes(registry: LiveRegistry):
 
 def test_expired_and_revoked_tokens_are_refused(registry: LiveRegistry):
     """Issue 8 (also): tokens expire and can be revoked without deleting their grant."""
-    for token, reason in ((EXPIRED_TOKEN, "expired"), (REVOKED_TOKEN, "revoked")):
+    for token, reason in ((EXPIRED_TOKEN, "expired"), (REVOKED_TOKEN, "unknown")):
         response = registry.call(
             "GET", "/v1/banks", role=None, headers={"Authorization": f"Bearer {token}"}
         )

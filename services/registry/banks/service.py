@@ -16,7 +16,7 @@ from services.registry.banks.models import Bank, BankEntry
 from services.registry.chunks import repository as chunks_repository
 from services.registry.chunks import service as chunks
 from services.registry.concurrency import quote_etag
-from services.registry.errors import Conflict, FieldInvalid, NotFound
+from services.registry.errors import Conflict, FieldInvalid, IntegrityViolation, NotFound
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
@@ -131,9 +131,17 @@ def bank_content_hash(bank: Bank, entries: Sequence[BankEntryPublic]) -> str:
 def load_cached_document(*, session: Session, bank_id: int) -> tuple[CachedBank, bool]:
     """The document as bytes with its strong ETag; the flag says whether it is immutable."""
     bank = require_bank(session, bank_id)
-    body = orjson.dumps(document(session, bank).model_dump(mode="json"))
+    doc = document(session, bank)
+    body = orjson.dumps(doc.model_dump(mode="json"))
     if bank.status == BankStatus.draft:
         return CachedBank(etag="", body=body), False
+    # The hash is a check, not a label: a frozen bank whose stored rows no longer hash to it
+    # was changed behind the registry's back, and is not served under its old identity.
+    if bank_content_hash(bank, doc.entries) != bank.content_hash:
+        raise IntegrityViolation(
+            f"bank {bank_id} no longer matches its content hash; refusing to serve it "
+            "(restore it from backup or the audit log)"
+        )
     return CachedBank(etag=quote_etag(bank.content_hash or ""), body=body), True
 
 
