@@ -357,7 +357,7 @@ class RegistryClient:
         )
 
     def update_bank(self, bank_id: int, **changes: Any) -> BankPublic:
-        """Change a draft's q / round / parent_bank_id / gate_decision_id / note."""
+        """Change a draft's q / round / parent_bank_id / gate_decision_id / entries / note."""
         body = BankUpdate(**changes).model_dump(mode="json", exclude_unset=True)
         return self._write("PATCH", f"/v1/banks/{bank_id}", BankPublic, body)
 
