@@ -68,7 +68,6 @@ TARGETS: dict[str, Target] = {
             "tests/registry/test_registry_etags.py",
             "tests/registry/test_registry_idempotency.py",
             "tests/registry/test_registry_writes.py",
-            "tests/registry/test_registry_concurrency.py",
         ),
     ),
     "aliases-repository": Target(
