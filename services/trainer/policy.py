@@ -24,6 +24,7 @@ import torch
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from services.trainer.config import TrainerConfig
+from services.trainer.distributed import make_accelerator, save_weights
 from services.trainer.loss import clipped_surrogate_loss
 from shared.agent.advantage import TrainingSample
 
@@ -77,6 +78,10 @@ class Policy:
             betas=tuple(config.betas),  # type: ignore[arg-type]
             weight_decay=config.weight_decay,
         )
+        # One process: accelerate is a pass-through. Under `accelerate launch` with
+        # configs/accelerate_fsdp.yaml the same calls shard the update with FSDP (distributed.py).
+        self.accelerator = make_accelerator(self.device)
+        self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.reference = None
         if config.kl_coef > 0:  # a frozen copy of the starting weights, only when asked for
             import copy
@@ -241,10 +246,10 @@ class Policy:
                 loss = loss - config.entropy_coef * _aggregate(
                     entropy, mask, config.aggregation, totals
                 )
-            loss.backward()
+            self.accelerator.backward(loss)
             loss_sum += float(loss.detach())
             clip_sum += float(out.clip_fraction)
-        grad_norm = torch.nn.utils.clip_grad_norm_(
+        grad_norm = self.accelerator.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], config.grad_clip
         )
         self.optimizer.step()
@@ -256,7 +261,7 @@ class Policy:
     def save(self, folder: Path) -> None:
         """HF weights (safetensors) and tokenizer, plus the optimizer state for resume."""
         folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(folder, safe_serialization=True)
+        save_weights(self.accelerator, self.model, folder)
         self.tokenizer.save_pretrained(folder)
         torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
 
