@@ -388,6 +388,8 @@ class Demo:
             while self.trainer.poll() is None:
                 if follow:
                     self._follow_training()
+                else:
+                    self.display.phase(name, last_line(log))
                 time.sleep(1.0)
         code = self.trainer.returncode
         self.trainer = None
@@ -428,6 +430,15 @@ class Demo:
             client.close()
         if self.services is not None:
             self.services.stop()
+
+
+def last_line(log: Path, width: int = 70) -> str:
+    """The child's latest output line (progress bars rewrite theirs with carriage returns)."""
+    with log.open("rb") as handle:
+        handle.seek(max(0, log.stat().st_size - 4096))
+        tail = handle.read().decode(errors="replace")
+    pieces = [p.strip() for p in tail.replace("\r", "\n").splitlines() if p.strip()]
+    return pieces[-1][:width] if pieces else ""
 
 
 def os_killpg(pid: int, signum: int) -> None:

@@ -16,7 +16,7 @@ from shared.demo.processes import (
     start_registry,
     start_service,
 )
-from shared.demo.run import Demo, DemoOptions, PresetFacts, run_id_for
+from shared.demo.run import Demo, DemoOptions, PresetFacts, last_line, run_id_for
 from shared.demo.state import DemoState
 from shared.demo.summary import condition_table, success_interval
 
@@ -114,3 +114,11 @@ def test_stop_ends_the_service_and_frees_its_port(tmp_path):
     # the child ran in its own session: nothing of its group is left
     with pytest.raises(ProcessLookupError):
         os.killpg(registry.process.pid, 0)
+
+
+def test_the_display_shows_a_childs_latest_line_even_mid_progress_bar(tmp_path):
+    log = tmp_path / "child.log"
+    log.write_text("loading\nsft  10%|#   | 1/10\rsft  20%|##  | 2/10\r\n\n")
+    assert last_line(log) == "sft  20%|##  | 2/10"
+    log.write_text("")
+    assert last_line(log) == ""
