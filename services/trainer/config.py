@@ -89,9 +89,12 @@ class WarmStartConfig:
     cache_dir: str = _help(
         "where warm-started weights are cached by fingerprint", "runs/warm-start"
     )
+    eval_tasks: int = _help(
+        "validation tasks for the before/after valid-action and success rates", 24
+    )
 
     def __post_init__(self) -> None:
-        _positive(self, "episodes", "epochs", "lr", "batch_size", "max_length")
+        _positive(self, "episodes", "epochs", "lr", "batch_size", "max_length", "eval_tasks")
 
 
 @dataclass(frozen=True)

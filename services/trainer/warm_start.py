@@ -95,7 +95,7 @@ class WarmStartPlan:
             "batch_size": section.batch_size,
             "max_length": section.max_length,
             "seed": config.seed,
-            "eval_tasks": getattr(section, "eval_tasks", 24),
+            "eval_tasks": section.eval_tasks,
             "cache_dir": section.cache_dir,
             "dtype": config.dtype,
             "device": config.device,
@@ -428,6 +428,9 @@ def warm_start(
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(base_dir, local_files_only=True))
     started = time.perf_counter()
 
+    console = _stderr_console()
+    # Bars redraw on a terminal; in a log (the demo, CI) one line per finished phase instead.
+    note = console.log if show_progress and not console.is_terminal else (lambda *_: None)
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -435,13 +438,14 @@ def warm_start(
         TimeElapsedColumn(),
         disable=not show_progress,
         transient=False,
-        console=_stderr_console(),
+        console=console,
     ) as progress:
         teacher = progress.add_task("teacher trajectories", total=len(env.task_ids("train")))
         trajectories = teacher_trajectories(
             env, renderer, plan, on_trajectory=lambda _: progress.advance(teacher)
         )
         examples = sft_examples(trajectories, plan.episodes)
+        note(f"warm start: teacher trajectories {policy_rates(trajectories)}")
         key = fingerprint(plan, examples, base["checkpoint_id"])
         target = Path(plan.cache_dir) / f"warm-{key[:16]}"
         if (target / SUMMARY_FILE).exists() and not force:
@@ -452,6 +456,7 @@ def warm_start(
         build_dir = work_dir / "model"
         before = progress.add_task("base model on val", total=plan.eval_tasks)
         rates_before = evaluate_policy(base_dir, env, plan, lambda: progress.advance(before))
+        note(f"warm start: base model on val {rates_before}")
         sft = progress.add_task("SFT", total=None)
         training = run_sft(
             base_dir,
@@ -461,6 +466,7 @@ def warm_start(
             build_dir,
             lambda **fields: progress.update(sft, **fields),
         )
+        note(f"warm start: SFT {training['optimizer_steps']} steps, {training['train_seconds']} s")
         identity = {
             "model_id": base["model_id"],
             "checkpoint_id": f"warm-start-{key[:16]}",
@@ -470,6 +476,7 @@ def warm_start(
         (build_dir / IDENTITY_FILE).write_text(json.dumps(identity, indent=2) + "\n")
         after = progress.add_task("warm start on val", total=plan.eval_tasks)
         rates_after = evaluate_policy(build_dir, env, plan, lambda: progress.advance(after))
+        note(f"warm start: warm-started model on val {rates_after}")
 
     teacher_rates = policy_rates(trajectories)
     summary = {
