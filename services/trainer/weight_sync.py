@@ -27,6 +27,7 @@ version check is the same `GET /weight_info`.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -224,3 +225,78 @@ def from_config(servers: Any) -> WeightSync | None:
     if not servers.urls or servers.weight_sync == "none":
         return None
     return WeightSync(servers.urls, mode=servers.weight_sync, served_model=servers.served_model)
+
+
+class ServerRollouts:
+    """A rollout source on N vLLM servers (the runtime's `openai` backend), kept current.
+
+    `weights_changed` (after each step's updates) saves the weights and pushes them to every
+    server; `run` (every wave of a rollout step) first asserts that every server serves the
+    last push, then spreads the groups over the servers (siblings stay together, so a server's
+    prefix cache serves their shared prompt) and returns the trajectories in spec order.
+    """
+
+    name = "servers"
+
+    def __init__(
+        self,
+        env: Any,
+        sync: WeightSync,
+        rollout: Any,
+        save: Callable[[Path], None],
+        weights_root: Path,
+        *,
+        split: str = "train",
+        make_backend: Callable[[str, str, str], Any] | None = None,
+    ) -> None:
+        self.env, self.sync, self.rollout, self.split = env, sync, rollout, split
+        self.save, self.weights_root = save, Path(weights_root)
+        self.make_backend = make_backend or _openai_backend
+        self.urls = [f"{root}/v1" for root in sync.roots]
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.sync.version or "unpushed"
+
+    def train_task_ids(self) -> list[str]:
+        return list(self.env.task_ids(self.split))
+
+    def weights_changed(self, checkpoint_id: str) -> None:
+        folder = self.weights_root / checkpoint_id
+        self.save(folder)
+        self.sync.push(folder, checkpoint_id)
+        for old in self.weights_root.iterdir():  # servers reload from the newest folder only
+            if old != folder and old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+
+    def run(self, specs: Sequence[Any]) -> list[Any]:
+        from shared.agent.runner import RolloutEngine
+
+        self.sync.assert_current()
+        buckets: dict[int, list[int]] = {}
+        groups: dict[str | None, int] = {}
+        for index, spec in enumerate(specs):
+            server = groups.setdefault(spec.group_id, len(groups) % len(self.urls))
+            buckets.setdefault(server, []).append(index)
+        model, version = self.sync.request_model(), self.sync.version or ""
+
+        def run_on(server: int) -> list[Any]:
+            backend = self.make_backend(self.urls[server], model, version)
+            try:
+                engine = RolloutEngine(self.env, backend, self.rollout)
+                return engine.run([specs[index] for index in buckets[server]])
+            finally:
+                backend.close()
+
+        out: list[Any] = [None] * len(specs)
+        with ThreadPoolExecutor(max_workers=len(buckets)) as pool:
+            for server, trajectories in zip(buckets, pool.map(run_on, buckets), strict=True):
+                for index, trajectory in zip(buckets[server], trajectories, strict=True):
+                    out[index] = trajectory
+        return out
+
+
+def _openai_backend(url: str, model: str, checkpoint_id: str) -> Any:
+    from shared.agent.backends.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(url, model, checkpoint_id=checkpoint_id)

@@ -185,3 +185,71 @@ def test_lora_push_names_the_version_and_drops_the_old_adapter(servers, tmp_path
     with pytest.raises(StaleWeightsError) as caught:
         sync.assert_current()
     assert servers[2].root in str(caught.value)
+
+
+class RecordingBackend:
+    """Test double of the openai backend: records which server and model each turn went to and
+    fails the turn (the episode ends unscored), so no model is needed."""
+
+    name, renderer = "recording-test-double", None
+
+    def __init__(self, url: str, model: str, version: str, log: list) -> None:
+        self.url, self.model_id, self.checkpoint_id, self.log = url, model, version, log
+
+    def generate(self, requests, decoding):
+        from shared.agent.backends.base import TurnFailure
+
+        self.log += [(self.url, self.model_id, request.key) for request in requests]
+        return [TurnFailure("recording test double") for _ in requests]
+
+    def release(self, key: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_server_rollouts_push_after_each_step_and_never_sample_a_stale_policy(servers, tmp_path):
+    from services.trainer.weight_sync import ServerRollouts
+    from shared.agent.runner import EpisodeSpec, RolloutConfig
+    from shared.shopsim.env import ShopEnv
+
+    def save(folder: Path) -> None:  # the policy's weights as the trainer writes them
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(folder.name.encode())
+
+    log: list = []
+    env = ShopEnv.from_preset("test")
+    source = ServerRollouts(
+        env,
+        WeightSync([s.url for s in servers], mode="full", served_model="policy"),
+        RolloutConfig(),
+        save,
+        tmp_path / "weights",
+        make_backend=lambda url, model, version: RecordingBackend(url, model, version, log),
+    )
+    source.weights_changed("run-s0")  # the starting weights
+    task = env.task_ids("train")[0]
+    specs = [
+        EpisodeSpec(task, 0, group_id=f"g{group}", episode_id=f"g{group}-e{sibling}")
+        for group in range(3)
+        for sibling in range(2)
+    ]
+    trajectories = source.run(specs)
+    assert [t.episode_id for t in trajectories] == [spec.episode_id for spec in specs]
+    server_of = {key: url for url, _, key in log}
+    for group in range(3):  # siblings on one server; the three groups on three servers
+        assert server_of[f"g{group}-e0"] == server_of[f"g{group}-e1"]
+    assert len({server_of[f"g{group}-e0"] for group in range(3)}) == 3
+
+    servers[2].restart()  # back on its original weights between two steps
+    log.clear()
+    with pytest.raises(StaleWeightsError):
+        source.run(specs)
+    assert log == []  # no episode reached any server
+
+    source.weights_changed("run-s1")  # the next step's push brings every server current
+    source.run(specs)
+    assert {server.state()["version"] for server in servers} == {"run-s1"}
+    assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == ["run-s1"]
