@@ -300,3 +300,29 @@ def _openai_backend(url: str, model: str, checkpoint_id: str) -> Any:
     from shared.agent.backends.openai_backend import OpenAIBackend
 
     return OpenAIBackend(url, model, checkpoint_id=checkpoint_id)
+
+
+def server_rollouts(
+    servers: Any,
+    env: Any,
+    rollout: Any,
+    policy: Any,
+    weights_root: Path,
+    version: str,
+    *,
+    split: str = "train",
+) -> ServerRollouts:
+    """The rollout source for `[rollout_servers] urls`, with `version` (the starting weights)
+    already pushed: the trainer's `make_source` returns it instead of in-process rollouts."""
+    from services.trainer.distributed import save_weights
+
+    def save(folder: Path) -> None:  # LoRA: the peft model writes its adapter only
+        save_weights(policy.accelerator, policy.model, folder)
+        policy.tokenizer.save_pretrained(folder)
+
+    sync = from_config(servers)
+    if sync is None:
+        raise ValueError("rollout_servers needs urls and a weight_sync mode")
+    source = ServerRollouts(env, sync, rollout, save, weights_root, split=split)
+    source.weights_changed(version)
+    return source
