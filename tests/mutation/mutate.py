@@ -105,13 +105,21 @@ def _toml_list(values: list[str] | tuple[str, ...]) -> str:
     return "[" + ", ".join(json.dumps(value) for value in values) + "]"
 
 
-def prepare(name: str, target: Target, tests_root: Path) -> Path:
-    """A scratch project for one target: links to the code, a pyproject with its mutmut config."""
+def prepare(name: str, target: Target, tests_root: Path, code_at: str | None) -> Path:
+    """A scratch project for one target: the code (linked, or as committed at `code_at`), the
+    tests, and a pyproject with its mutmut config."""
     folder = RUNS / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for part in ("shared", "services"):
-        (folder / part).symlink_to(ROOT / part)
+    if code_at:
+        archive = subprocess.run(
+            ["git", "archive", code_at, "shared", "services"], cwd=ROOT, check=True,
+            capture_output=True,
+        ).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    else:
+        for part in ("shared", "services"):
+            (folder / part).symlink_to(ROOT / part)
     (folder / "tests").symlink_to(tests_root)
     pytest_options = (ROOT / "pyproject.toml").read_text().split("[tool.pytest.ini_options]")[1]
     pytest_options = pytest_options.split("\n[", 1)[0]
@@ -130,13 +138,15 @@ def prepare(name: str, target: Target, tests_root: Path) -> Path:
     return folder
 
 
-def run_target(name: str, target: Target, minutes: float, tests_root: Path) -> dict:
+def run_target(
+    name: str, target: Target, minutes: float, tests_root: Path, code_at: str | None = None
+) -> dict:
     """mutmut over one target, stopped after `minutes`; the statuses it reached by then."""
     missing = [path for path in target.files if not (ROOT / path).exists()]
     tests = tuple(path for path in target.tests if (tests_root.parent / path).exists())
     if missing or not tests:
         return {"target": name, "skipped": f"missing {', '.join(missing) or 'its tests'}"}
-    folder = prepare(name, replace(target, tests=tests), tests_root)
+    folder = prepare(name, replace(target, tests=tests), tests_root, code_at)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", "1",
                *target.functions]  # fmt: skip
@@ -196,11 +206,18 @@ def main(argv: list[str] | None = None) -> int:
         default=ROOT / "tests",
         help="another tests/ folder (e.g. an older commit's, to measure a kill rate before)",
     )
+    parser.add_argument(
+        "--code-at",
+        metavar="REV",
+        help="mutate the code as committed at REV (e.g. HEAD), not the working tree's edits",
+    )
     args = parser.parse_args(argv)
     RUNS.mkdir(parents=True, exist_ok=True)
     report = []
     for name in args.targets or list(TARGETS):
-        result = run_target(name, TARGETS[name], args.minutes, args.tests_root.resolve())
+        result = run_target(
+            name, TARGETS[name], args.minutes, args.tests_root.resolve(), args.code_at
+        )
         report.append(result)
         rate = result.get("kill_rate")
         print(
