@@ -245,11 +245,7 @@ class Demo:
                     attempt += 1  # the analyst restarted mid-job: a fresh job resumes its work
                     self.state.set(cold_start_attempt=attempt)
         result = done["result"] or {}
-        s0 = result.get("s0_bank_id")
-        if s0 is None:
-            raise DemoError(
-                f"the cold start produced no S_0 (result {result}); see the analyst log"
-            )
+        s0 = result.get("s0_bank_id") or self._empty_s0(result)
         self._point_current_at(s0)
         self.state.finish("cold start", s0_bank_id=s0, cold_start=result)
         self.display.note(
@@ -257,6 +253,20 @@ class Demo:
             f"{len(result.get('draft_version_ids', []))} drafts, {result.get('n_cards')} cards "
             f"on {result.get('n_trajectories')} bare runs"
         )
+
+    def _empty_s0(self, result: dict[str, Any]) -> int:
+        """Gate A kept no draft: S_0 is the empty bank (the policy starts skill-free)."""
+        registry = self._registry("operator")
+        drafts = len(result.get("draft_version_ids", []))
+        bank = registry.create_bank(
+            [],
+            note=f"empty S_0: Gate A kept none of {drafts} drafts",
+            idempotency_key=f"{self.run_id}:s0:empty",
+        )
+        if registry.bank_summary(bank.id).status.value == "draft":
+            registry.freeze_bank(bank.id, idempotency_key=f"{self.run_id}:s0:empty:freeze")
+        self.display.note("Gate A kept no draft: S_0 is the empty bank")
+        return bank.id
 
     def _point_current_at(self, bank_id: int) -> None:
         from shared.registry_api.client import NotFound
