@@ -90,9 +90,6 @@ def start_services(
             "EVALUATOR_REGISTRY_URL": registry.url,
             "EVALUATOR_REGISTRY_TOKEN": tokens["evaluator"],
             "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
-            # the method's rule taken literally: a gate that keeps no chunk yields an empty
-            # bank (S_0 of a cold start whose drafts all failed Gate A is the empty bank)
-            "EVALUATOR_EMPTY_BANK": "adopt",
             **{f"EVALUATOR_{k}": v for k, v in shared_env.items()},
         }
         evaluator = _ready(
