@@ -131,7 +131,7 @@ def uvicorn_process(
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{target} did not start")
             time.sleep(0.1)
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(timeout=15)
@@ -194,8 +194,29 @@ async def _load(
     }
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its live descendants (Linux /proc).
+
+    CPU time per request barely moves with other load on the machine, unlike req/s and
+    latency, so it is the fairer side-by-side figure on a shared machine.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def run_load(
-    port: int, requests: list[bytes], concurrency: int, seconds: float, warmup: float
+    server: tuple[int, int], requests: list[bytes], concurrency: int, seconds: float, warmup: float
 ) -> dict[str, Any]:
     try:
         import uvloop
@@ -203,8 +224,13 @@ def run_load(
         runner = uvloop.run
     except ImportError:  # pragma: no cover
         runner = asyncio.run
+    port, pid = server
     runner(_load(port, requests, concurrency, warmup))
-    return runner(_load(port, requests, concurrency, seconds))
+    cpu_before = tree_cpu_seconds(pid)
+    result = runner(_load(port, requests, concurrency, seconds))
+    cpu = tree_cpu_seconds(pid) - cpu_before
+    result["server_cpu_ms_per_request"] = round(1000 * cpu / max(result["requests"], 1), 3)
+    return result
 
 
 def http_request(
@@ -314,8 +340,8 @@ def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], b
         ]
         env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(grants)}
         app = "services.registry.app:create_app"
-        with uvicorn_process(app, workers=args.workers, env=env, source=source) as port:
-            bank_id, etag, document = seed(f"http://127.0.0.1:{port}")
+        with uvicorn_process(app, workers=args.workers, env=env, source=source) as server:
+            bank_id, etag, document = seed(f"http://127.0.0.1:{server[0]}")
             get = http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"])
             requests = {
                 "bank_get": get,
@@ -332,16 +358,18 @@ def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], b
             for name in REGISTRY_SCENARIOS:
                 if name in scenarios:
                     results[name] = run_load(
-                        port, [requests[name]], args.concurrency, args.duration, args.warmup
+                        server, [requests[name]], args.concurrency, args.duration, args.warmup
                     )
                     print(f"  {name:16s} {results[name]}", flush=True)
         if "bank_get_routed" in scenarios:
             # The same GET with the response cache in front of the app switched off: every
             # request goes through routing, auth and dependency resolution.
             routed_env = {**env, "REGISTRY_FROZEN_BANK_FAST_PATH": "false"}
-            with uvicorn_process(app, workers=args.workers, env=routed_env, source=source) as port:
+            with uvicorn_process(
+                app, workers=args.workers, env=routed_env, source=source
+            ) as server:
                 results["bank_get_routed"] = run_load(
-                    port, [get], args.concurrency, args.duration, args.warmup
+                    server, [get], args.concurrency, args.duration, args.warmup
                 )
                 print(f"  {'bank_get_routed':16s} {results['bank_get_routed']}", flush=True)
     return results, document
@@ -356,9 +384,9 @@ def measure_constant(args, document: bytes) -> dict[str, Any]:
         workers=args.workers,
         env={"BENCH_PAYLOAD": str(payload)},
         app_dir=ROOT / "benchmarks",
-    ) as port:
+    ) as server:
         request = http_request("GET", "/constant", token="unused")
-        result = run_load(port, [request], args.concurrency, args.duration, args.warmup)
+        result = run_load(server, [request], args.concurrency, args.duration, args.warmup)
     print(f"  {'constant_get':16s} {result}", flush=True)
     return result
 
@@ -406,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = {
         label: {
-            name: {key: spread(figures, key) for key in ("req_per_s", "p50_ms", "p99_ms")}
+            name: {
+                key: spread(figures, key)
+                for key in ("req_per_s", "p50_ms", "p99_ms", "server_cpu_ms_per_request")
+            }
             for name, figures in scenarios.items()
             if figures
         }
@@ -446,18 +477,28 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print()
-    print(f"{'version':9s} {'scenario':16s} {'req/s median [min-max]':>28s} {'p99 ms median':>14s}")
+    header = f"{'version':9s} {'scenario':16s} {'req/s median [min-max]':>24s}"
+    print(header + f" {'p99 ms':>8s} {'server CPU ms/request [min-max]':>32s}")
     for label in sources:
         for name, figures in summary[label].items():
             rate, p99 = figures["req_per_s"], figures["p99_ms"]
+            cpu = figures["server_cpu_ms_per_request"]
             span = f"{rate['median']:.0f} [{rate['min']:.0f}-{rate['max']:.0f}]"
-            print(f"{label:9s} {name:16s} {span:>28s} {p99['median']:14.1f}")
+            cpu_span = f"{cpu['median']:.2f} [{cpu['min']:.2f}-{cpu['max']:.2f}]"
+            print(f"{label:9s} {name:16s} {span:>24s} {p99['median']:8.1f} {cpu_span:>32s}")
     if args.baseline:
         for name in registry_scenarios:
             base = summary["baseline"].get(name)
             if base:
                 ratio = current[name]["req_per_s"]["median"] / base["req_per_s"]["median"]
-                print(f"{name}: current / baseline = {ratio:.2f}x req/s")
+                cpu_ratio = (
+                    current[name]["server_cpu_ms_per_request"]["median"]
+                    / base["server_cpu_ms_per_request"]["median"]
+                )
+                print(
+                    f"{name}: current / baseline = {ratio:.2f}x req/s, "
+                    f"{cpu_ratio:.2f}x server CPU per request"
+                )
     print("goals: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in goals.items()))
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; figures in {args.out}")
     return 0

@@ -132,33 +132,28 @@ async def request_claim(request: Request) -> IdempotencyClaim | None:
 
 def claim_idempotency(
     *, session: Session, claim: IdempotencyClaim | None, principal: Principal
-) -> IdempotencyRecord | None:
+) -> IdempotencyClaim | None:
     """Claim the key for `principal` in the write's own transaction, or replay its first answer.
 
     The claim row is inserted by the write's transaction, so a write that fails rolls its claim
     back with it and the key stays free for the corrected request. A concurrent request with
-    the same key blocks on the row's unique index until the first commits, then replays.
+    the same key waits on the row's unique index until the first commits, then replays.
+    Returns the claim to fill with the response, or None when there is no key.
     """
     if claim is None:
         return None
+    if idempotency_repository.claim(
+        session,
+        actor=principal.name,
+        key=claim.key,
+        method=claim.method,
+        path=claim.path[:2000],
+        request_hash=claim.request_hash,
+    ):
+        return claim
     existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
-    if existing is None:
-        record = IdempotencyRecord(
-            actor=principal.name,
-            key=claim.key,
-            method=claim.method,
-            path=claim.path[:2000],
-            request_hash=claim.request_hash,
-        )
-        try:
-            with session.begin_nested():
-                idempotency_repository.insert_claim(session, record)
-            return record
-        except IntegrityError:
-            # A concurrent request with this key committed first: replay what it answered.
-            existing = idempotency_repository.get(session, actor=principal.name, key=claim.key)
-            if existing is None:  # pragma: no cover - the winner rolled back after all
-                raise Conflict("a request with this Idempotency-Key is in flight") from None
+    if existing is None:  # pragma: no cover - the first request rolled back between statements
+        raise Conflict("a request with this Idempotency-Key is in flight; retry")
     if existing.request_hash != claim.request_hash:
         raise FieldInvalid(
             ("header", IDEMPOTENCY_HEADER),

@@ -79,13 +79,14 @@ class WriteUnit:
     def _run(self, work: Callable[[Session], Any], answer: Callable[[Any], Written]) -> Response:
         state = self.request.app.state
         with state.write_session_factory() as session, session.begin():
-            record = claim_idempotency(session=session, claim=self.claim, principal=self.principal)
+            claimed = claim_idempotency(session=session, claim=self.claim, principal=self.principal)
             response = _render(answer(work(session)))
-            if record is not None:
+            if claimed is not None:
                 stored = {k: v for k, v in response.headers.items() if k in _STORED_HEADERS}
                 idempotency_repository.fill_response(
                     session,
-                    record,
+                    actor=self.principal.name,
+                    key=claimed.key,
                     status_code=response.status_code,
                     body=bytes(response.body),
                     headers=stored,
