@@ -51,7 +51,7 @@ def run(
         str | None, typer.Option(help="evaluator base URL; none: a local one on loopback")
     ] = None,
     analyst_url: Annotated[
-        str | None, typer.Option(help="analyst base URL; none: a local one (or its stand-in)")
+        str | None, typer.Option(help="analyst base URL; none: a local one on loopback")
     ] = None,
     rounds: Annotated[int | None, typer.Option(min=1, help="override the config's rounds")] = None,
     initial_bank: Annotated[
@@ -59,6 +59,10 @@ def run(
         typer.Option(help="S_0: a frozen bank id or an alias (default: the gate alias)"),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
+    analyst_standin: Annotated[
+        bool,
+        typer.Option(help="no --analyst-url: start the recording analyst STAND-IN (a test double)"),
+    ] = False,
 ) -> None:
     """Train: rounds of rollout steps, each interval ending with a checkpoint and a gate.
 
@@ -72,7 +76,12 @@ def run(
     except (ConfigError, OSError) as error:
         print(f"intraskill train run: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
-    urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
+    urls = ServiceUrls(
+        registry=registry_url,
+        evaluator=evaluator_url,
+        analyst=analyst_url,
+        analyst_standin=analyst_standin,
+    )
     try:
         train(settings, out, urls=urls, initial_bank=initial_bank, config_path=config)
     except RunError as error:

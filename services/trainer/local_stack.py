@@ -4,7 +4,10 @@
   token per role minted here (kept in the run folder, so a resumed run talks to the same data);
 * evaluator: `intraskill gate serve`, its backend set to the run's policy (transformers for the
   model, or the `simulated` / `procedural` test doubles), jobs in the run folder;
-* analyst: the analyst STAND-IN (`analyst_standin.py`), which records calls.
+* analyst: `intraskill analyst serve` (the real slow loop: retries, rules analyst, compiler),
+  reaching the same registry and evaluator, its retries and live tests on the backend the
+  compile request names, data in the run folder. The recording STAND-IN (`analyst_standin.py`)
+  starts instead only when a test asks for it (`--analyst-standin`).
 
 Children die with the trainer (PR_SET_PDEATHSIG), so a `kill -9` leaves no orphan holding a
 port or the SQLite file; a resumed run starts them again on the same folders.
@@ -122,7 +125,21 @@ class LocalStack:
         argv = ["-m", "shared.cli", "gate", "serve", "--port", str(port)]
         return self._start("evaluator", argv, env, port)
 
+    def start_analyst(self, registry_url: str, evaluator_url: str, settings: dict[str, str]) -> str:
+        port = free_port()
+        env = {
+            "ANALYST_REGISTRY_URL": registry_url,
+            "ANALYST_REGISTRY_TOKEN": self.tokens()["analyst"],
+            "ANALYST_EVALUATOR_URL": evaluator_url,
+            "ANALYST_DATA_DIR": str((self.folder / "analyst").resolve()),
+            **settings,
+        }
+        argv = ["-m", "shared.cli", "analyst", "serve", "--port", str(port)]
+        return self._start("analyst", argv, env, port)
+
     def start_analyst_standin(self) -> str:
+        """The recording TEST DOUBLE of the analyst, for tests that count the trainer's calls."""
+
         port = free_port()
         folder = (self.folder / "analyst-standin").resolve()
         argv = [

@@ -81,6 +81,7 @@ class ServiceUrls:
     registry: str | None = None
     evaluator: str | None = None
     analyst: str | None = None
+    analyst_standin: bool = False  # no analyst URL: start the recording STAND-IN, not the real one
 
 
 def run_id_for(out: Path) -> str:
@@ -197,7 +198,7 @@ class Run:
                 **({"EVALUATOR_MAX_TURNS": str(config.max_turns)} if config.max_turns else {}),
             },
         )
-        analyst = self.urls.analyst or self.stack.start_analyst_standin()
+        analyst = self.urls.analyst or self.start_local_analyst(registry, evaluator)
         retry = {"retries": config.service_retries, "backoff": 0.5, "backoff_max": 20.0}
         self.registry = RegistryClient(registry, token, **retry)
         self.evaluator = EvaluatorClient(
@@ -211,8 +212,26 @@ class Run:
             "evaluator": evaluator,
             "analyst": analyst,
             "local": sorted(self.stack.processes),
-            "analyst_is_standin": self.urls.analyst is None,
+            "analyst_is_standin": self.urls.analyst is None and self.urls.analyst_standin,
         }
+
+    def start_local_analyst(self, registry: str, evaluator: str) -> str:
+        """The real analyst on loopback, acting as the run's policy acts (its retries and live
+        tests load the frozen checkpoint through the backend the compile request names)."""
+        if self.urls.analyst_standin:
+            return self.stack.start_analyst_standin()
+        config = self.config
+        return self.stack.start_analyst(
+            registry,
+            evaluator,
+            {
+                "ANALYST_ENV_PRESET": config.env_preset,
+                "ANALYST_DECODING": config.decoding,
+                "ANALYST_DEVICE": config.device,
+                "ANALYST_DTYPE": config.dtype,
+                **({"ANALYST_MAX_TURNS": str(config.max_turns)} if config.max_turns else {}),
+            },
+        )
 
     def close(self) -> None:
         for client in ("registry", "evaluator", "analyst"):

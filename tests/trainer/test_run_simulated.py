@@ -70,7 +70,7 @@ def test_small_simulated_run_resumes_after_kill_9(tmp_path):
     config = TrainerConfig.from_toml(SMALL)
     out = tmp_path / "small"
     process = subprocess.Popen(
-        train_command(SMALL, out),
+        train_command(SMALL, out, "--analyst-standin"),
         cwd=REPO,
         env=environment(),
         stdout=subprocess.DEVNULL,
@@ -101,7 +101,7 @@ def test_small_simulated_run_resumes_after_kill_9(tmp_path):
     state = json.loads((out / "state.json").read_text())
     assert state["metrics_lines"] == config.steps_per_round  # the last checkpoint: round 0's end
 
-    done = run_train(SMALL, out)
+    done = run_train(SMALL, out, "--analyst-standin")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr
     assert_complete_run(out, config)
