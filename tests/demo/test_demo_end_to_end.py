@@ -114,6 +114,10 @@ def check_summary(summary: dict) -> None:
             assert isinstance(entry[key], int)
         assert entry["candidates"] <= 2  # max_candidates in demo-tiny.toml
     assert set(summary["test"]) == {"base/bare", "base/S0", "trained/bare", "trained/S_T"}
+    # the bar for the procedural policy: trained/S_T beats base/bare clearly and
+    # significantly (the paired 95% interval of the success difference excludes zero)
+    gain = summary["test_differences"]["trained/S_T - base/bare"]
+    assert gain["estimate"] >= 0.15 and gain["low"] > 0, gain
     for row in summary["test"].values():
         low, high = row["success_ci"]
         assert 0 <= low <= row["success"] <= high <= 1
