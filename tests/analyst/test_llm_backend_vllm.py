@@ -27,7 +27,8 @@ def test_smollm2_on_vllm_cpu_analyses_without_crashing(tmp_path):
     launcher = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "agent", "serve", "smollm2", "--python",
          str(VLLM_PYTHON), "--port", "0", "--dtype", "float32", "--max-model-len", "8192",
-         "--log-file", str(log)],
+         # on the CPU build this is the share of host memory vLLM reserves
+         "--gpu-memory-utilization", "0.1", "--log-file", str(log)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
