@@ -1,4 +1,4 @@
-"""The ShopSimulator paper reward (rules summarised in docs/method.md and docs/shopsim.md), one pure function per rule.
+"""The ShopSimulator paper reward, one pure function per rule (summary: docs/method.md).
 
 `score_purchase` combines them into a `RewardBreakdown`; `no_purchase_breakdown` is the
 all-zero result of an episode that ended without buying.
