@@ -28,6 +28,7 @@ from tests.trainer.run_support import (
 )
 
 SMALL = CONFIGS / "simulated-small.toml"
+TINY = CONFIGS / "simulated-tiny.toml"  # the default resume run: same assertions, fewer episodes
 
 
 def assert_complete_run(out, config: TrainerConfig) -> None:
@@ -66,11 +67,12 @@ def assert_complete_run(out, config: TrainerConfig) -> None:
     assert len(standin["groups"]) == len(evidence)
 
 
-def test_small_simulated_run_resumes_after_kill_9(tmp_path):
-    config = TrainerConfig.from_toml(SMALL)
-    out = tmp_path / "small"
+@pytest.mark.parametrize("path", [TINY, pytest.param(SMALL, marks=pytest.mark.slow)])
+def test_a_simulated_run_resumes_after_kill_9(tmp_path, path):
+    config = TrainerConfig.from_toml(path)
+    out = tmp_path / "run"
     process = subprocess.Popen(
-        train_command(SMALL, out, "--analyst-standin"),
+        train_command(path, out, "--analyst-standin"),
         cwd=REPO,
         env=environment(),
         stdout=subprocess.DEVNULL,
@@ -101,7 +103,7 @@ def test_small_simulated_run_resumes_after_kill_9(tmp_path):
     state = json.loads((out / "state.json").read_text())
     assert state["metrics_lines"] == config.steps_per_round  # the last checkpoint: round 0's end
 
-    done = run_train(SMALL, out, "--analyst-standin")
+    done = run_train(path, out, "--analyst-standin")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr
     assert_complete_run(out, config)
@@ -114,7 +116,7 @@ def test_small_simulated_run_resumes_after_kill_9(tmp_path):
 def test_an_unreachable_registry_stops_the_run_with_what_to_restart(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text(
-        SMALL.read_text().replace("seed = 20260901", "seed = 20260901\nservice_retries = 1")
+        TINY.read_text().replace("seed = 20260901", "seed = 20260901\nservice_retries = 1")
     )
     env_dead = "http://127.0.0.1:9"  # discard port: nothing listens
     done = run_train(
