@@ -16,7 +16,7 @@ from shared.agent.advantage import TrainingSample, normalized_advantages
 from shared.agent.models import resolve_model
 from shared.agent.trajectory import Segment
 
-GROUP, GROUPS, NEW_TOKENS, STEPS = 8, 8, 6, 12
+GROUP, GROUPS, NEW_TOKENS, STEPS = 8, 4, 6, 12
 
 
 def sample_group(policy: Policy, prompt: list[int], generator: torch.Generator, target: set[int]):
