@@ -74,6 +74,7 @@ TARGETS: dict[str, Target] = {
         ("services/registry/aliases/repository.py",),
         (
             "tests/registry/test_registry_etags.py",
+            "tests/registry/test_registry_alias_listings.py",
             "tests/registry/test_registry_lifecycle.py",
             "tests/registry/test_registry_concurrency.py",
         ),
