@@ -15,7 +15,6 @@ from typing import Annotated
 import httpx
 from fastapi import FastAPI, Header, HTTPException, Query, Request, Response, status
 
-from services.analyst.jobs import JobStore, now
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupConflict, GroupStore
 from shared.analyst_api.schemas import (
@@ -28,6 +27,7 @@ from shared.analyst_api.schemas import (
     Readiness,
 )
 from shared.registry_api.client import RegistryClient
+from shared.service_jobs import JobStore, now
 
 
 def create_app(
@@ -43,7 +43,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.jobs = JobStore(settings.data_dir / "jobs", max_workers=settings.max_workers)
+        app.state.jobs = JobStore(
+            settings.data_dir / "jobs", max_workers=settings.max_workers, name="analyst"
+        )
         app.state.groups = GroupStore(settings.data_dir)
         yield
         app.state.jobs.shutdown()
@@ -116,7 +118,7 @@ def create_app(
         return groups(request).funnel(run_id, round)
 
     def submit(kind, body, work, request: Request, response: Response, key) -> JobPublic:
-        job, _ = jobs(request).submit(kind, body.model_dump(mode="json"), work, key=key)
+        job = jobs(request).submit(kind, body.model_dump(mode="json"), work, key=key)
         response.headers["Location"] = f"/v1/jobs/{job.id}"
         return JobPublic(**job.public())
 
@@ -132,13 +134,13 @@ def create_app(
 
         store = groups(request)
 
-        def work(progress) -> dict:
+        def work(context) -> dict:
             client = clients()
             try:
                 return compile_round_job(
                     body, settings=settings, store=store, client=client,
                     analyzer=analyzer or _analyzer(body.analyst_backend, settings),
-                    folder=progress.folder, progress=progress, similar=similar,
+                    folder=context.folder, progress=context.progress, similar=similar,
                 )  # fmt: skip
             finally:
                 client.close()
@@ -155,13 +157,13 @@ def create_app(
         """Trace2Skill cold start: bare runs -> cards -> drafts -> Gate A -> S_0."""
         from services.analyst.cold_start import cold_start_job
 
-        def work(progress) -> dict:
+        def work(context) -> dict:
             client = clients()
             try:
                 return cold_start_job(
                     body, settings=settings, client=client,
                     analyzer=analyzer or _analyzer(body.analyst_backend, settings),
-                    folder=progress.folder, progress=progress,
+                    folder=context.folder, progress=context.progress,
                 )  # fmt: skip
             finally:
                 client.close()

@@ -21,14 +21,12 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, s
 from services.evaluator.decision import decide
 from services.evaluator.design import DesignError
 from services.evaluator.fit import FitError
-from services.evaluator.jobs import JobStore
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
 from services.evaluator.schemas import (
     EvalJobCreate,
     GateAJobCreate,
     GateJobCreate,
-    JobPublic,
     RefitCreate,
 )
 from services.evaluator.service import (
@@ -40,6 +38,7 @@ from services.evaluator.service import (
 )
 from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
+from shared.service_jobs import JobPublic, JobStore
 
 TaskSource = Callable[[str], list[str]]
 READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
@@ -129,7 +128,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.jobs = JobStore(settings.jobs_dir, max_workers=settings.max_workers)
+        app.state.jobs = JobStore(
+            settings.jobs_dir, max_workers=settings.max_workers, name="evaluator"
+        )
         yield
         app.state.jobs.shutdown()
 
@@ -142,7 +143,7 @@ def create_app(
             raise _unprocessable([error.field], str(error)) from None
 
     def job_public(job) -> JobPublic:
-        return JobPublic(**job.as_dict())
+        return JobPublic(**job.public())
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -172,12 +172,12 @@ def cold_start(
 ) -> None:
     """Gate A in this process: bare + masked rollouts over the drafts, fit, S_0, `current`."""
     from services.evaluator.app import TaskSelectionError, select_tasks_from
-    from services.evaluator.jobs import LocalContext
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.schemas import GateAJobCreate
     from services.evaluator.service import gate_job, plan_gate_a_job
     from services.evaluator.settings import EvaluatorSettings
     from shared.registry_api.client import RegistryError
+    from shared.service_jobs import LocalContext
 
     if solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")

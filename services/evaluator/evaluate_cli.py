@@ -113,10 +113,10 @@ def run(
     """Run the four conditions on the test split in this process, then report."""
     from services.evaluator.app import select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
-    from services.evaluator.jobs import LocalContext
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.schemas import EvalJobCreate
     from services.evaluator.settings import EvaluatorSettings
+    from shared.service_jobs import LocalContext
 
     settings = EvaluatorSettings()
     final = {"bank_id": final_bank} if final_bank is not None else {"bank_alias": final_alias}

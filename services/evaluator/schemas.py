@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.evaluator.decision import EmptyBankPolicy
@@ -91,16 +89,3 @@ class RefitCreate(BaseModel):
     gate_run_id: int = Field(ge=1)
     solver: Solver | None = None
     budget: int | None = Field(None, ge=1, le=64)
-
-
-class JobPublic(BaseModel):
-    id: str
-    kind: str
-    status: Literal["queued", "running", "succeeded", "failed"]
-    request: dict[str, Any]
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    progress: dict[str, Any]
-    result: dict[str, Any] | None
-    error: str | None

@@ -19,7 +19,6 @@ from typing import Any
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DesignError
 from services.evaluator.gate_run import run_gate
-from services.evaluator.jobs import JobContext
 from services.evaluator.pairing import (
     IdentityMismatch,
     RolloutIdentity,
@@ -40,6 +39,7 @@ from services.evaluator.schemas import GateAJobCreate, GateJobCreate
 from services.evaluator.settings import EvaluatorSettings
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import GateStatus
+from shared.service_jobs import JobContext
 
 logger = logging.getLogger(__name__)
 RECORDS_FILE = "records.jsonl"

@@ -14,11 +14,12 @@ read over HTTP.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from shared.registry_api.schemas import Treatment
+from shared.service_jobs import JobPublic as JobPublic  # re-exported: the job document
 
 Slug = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -34,7 +35,6 @@ Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
 # doubles, never models.
 PolicyBackendName = Literal["transformers", "vllm", "openai", "procedural", "simulated"]
 AnalystBackendName = Literal["rules", "llm"]
-JobStatus = Literal["queued", "running", "succeeded", "failed"]
 GroupStatus = Literal[
     "pending",  # recorded, waiting for the round's compile job
     "deficit",  # the full-skill retry succeeded: internalization deficit, no proposal
@@ -177,19 +177,6 @@ class ColdStartResult(BaseModel):
     gate_a_job_id: str | None = None
     s0_bank_id: int | None = None
     s0_size: int | None = None
-
-
-class JobPublic(BaseModel):
-    id: str
-    kind: str
-    status: JobStatus
-    request: dict[str, Any]
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    progress: dict[str, Any]
-    result: dict[str, Any] | None
-    error: str | None
 
 
 class Readiness(BaseModel):

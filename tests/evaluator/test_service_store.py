@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from services.evaluator.jobs import JobStore
 from services.evaluator.settings import EvaluatorSettings
+from shared.service_jobs import JobStore
 
 
 def wait(store, job_id):

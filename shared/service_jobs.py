@@ -1,8 +1,11 @@
-"""Async jobs: `submit` returns at once with an id; the work runs on a worker thread.
+"""Async jobs for the services (evaluator, analyst): `submit` returns at once with an id, the
+work runs on a worker thread, and routes answer POST -> 202 + job id, GET polls.
 
-A job's state is kept in memory and mirrored to `<jobs_dir>/<id>/job.json` after every change,
-so a job's outcome survives the process; jobs that were queued or running when the process
-stopped are reported as failed ("interrupted") on the next start, never silently lost.
+A job's state is kept in memory and mirrored to `<root>/<id>/job.json` after every change, so
+a job's outcome survives the process; jobs that were queued or running when the process
+stopped are reported as failed ("interrupted") on the next start, never silently lost. A
+submission that carries an idempotency key already seen for its kind returns the job it made
+the first time.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 JobStatus = Literal["queued", "running", "succeeded", "failed"]
 
 
-def _now() -> str:
+def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -32,15 +37,34 @@ class Job:
     kind: str
     request: dict[str, Any]
     status: JobStatus = "queued"
-    created_at: str = field(default_factory=_now)
+    created_at: str = field(default_factory=now)
     started_at: str | None = None
     finished_at: str | None = None
     progress: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] | None = None
     error: str | None = None
+    idempotency_key: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def public(self) -> dict[str, Any]:
+        """The job as routes show it: the idempotency key stays with the service."""
+        record = asdict(self)
+        record.pop("idempotency_key")
+        return record
+
+
+class JobPublic(BaseModel):
+    """The job document every job route returns (POST -> 202, GET polls)."""
+
+    id: str
+    kind: str
+    status: JobStatus
+    request: dict[str, Any]
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    progress: dict[str, Any]
+    result: dict[str, Any] | None
+    error: str | None
 
 
 class JobContext:
@@ -55,7 +79,7 @@ class JobContext:
 
 
 class LocalContext:
-    """A job context for work run in this process (the CLI): a folder, progress on stderr."""
+    """A job context for work run in this process (a CLI): a folder, progress on stderr."""
 
     def __init__(self, folder: Path, *, every: int = 50) -> None:
         self.folder = Path(folder)
@@ -71,12 +95,13 @@ Work = Callable[[JobContext], dict[str, Any]]
 
 
 class JobStore:
-    def __init__(self, root: Path, *, max_workers: int = 1) -> None:
+    def __init__(self, root: Path, *, max_workers: int = 1, name: str = "service") -> None:
+        """`name` prefixes the worker threads' names (which service's jobs they run)."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaluator-job")
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-job")
         self._load()
 
     def folder(self, job_id: str) -> Path:
@@ -91,14 +116,14 @@ class JobStore:
             except (ValueError, TypeError):
                 continue
             if job.status in ("queued", "running"):
-                job.status, job.error, job.finished_at = "failed", "interrupted", _now()
+                job.status, job.error, job.finished_at = "failed", "interrupted", now()
                 self._write(job)
             self._jobs[job.id] = job
 
     def _write(self, job: Job) -> None:
         path = self.folder(job.id) / "job.json"
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(job.as_dict(), indent=1), encoding="utf-8")
+        temporary.write_text(json.dumps(asdict(job), indent=1), encoding="utf-8")
         temporary.replace(path)
 
     def update(self, job_id: str, **changes: Any) -> Job:
@@ -109,24 +134,32 @@ class JobStore:
             self._write(job)
             return job
 
-    def submit(self, kind: str, request: dict[str, Any], work: Work) -> Job:
-        job = Job(id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, request=request)
+    def submit(
+        self, kind: str, request: dict[str, Any], work: Work, *, key: str | None = None
+    ) -> Job:
+        """A new job running `work`; a known idempotency `key` returns the first job instead."""
         with self._lock:
+            if key is not None:
+                for job in self._jobs.values():
+                    if job.idempotency_key == key and job.kind == kind:
+                        return job
+            job = Job(id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, request=request)
+            job.idempotency_key = key
             self._jobs[job.id] = job
             self._write(job)
         self._pool.submit(self._run, job, work)
         return job
 
     def _run(self, job: Job, work: Work) -> None:
-        self.update(job.id, status="running", started_at=_now())
+        self.update(job.id, status="running", started_at=now())
         try:
             result = work(JobContext(self, job))
         except Exception as error:  # a job's failure is its result; the service goes on
             detail = f"{type(error).__name__}: {error}"
             (self.folder(job.id) / "traceback.txt").write_text(traceback.format_exc())
-            self.update(job.id, status="failed", error=detail, finished_at=_now())
+            self.update(job.id, status="failed", error=detail, finished_at=now())
             return
-        self.update(job.id, status="succeeded", result=result, finished_at=_now())
+        self.update(job.id, status="succeeded", result=result, finished_at=now())
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
