@@ -15,18 +15,11 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(
-    name="analyst",
-    help="Slow loop: gold firewall, failure analysis, compiler, cold start, service.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from shared.service_cli import command_group, run_command, serve_app
+
+app = command_group(
+    "analyst", "Slow loop: gold firewall, failure analysis, compiler, cold start, service."
 )
-
-
-@app.callback()
-def _group() -> None:
-    """Slow loop: gold firewall, failure analysis, compiler, cold start, service."""
 
 
 @app.command()
@@ -62,19 +55,15 @@ def firewall(
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8200) -> None:
     """Serve the analyst (groups, compile and cold-start jobs); settings from ANALYST_*."""
-    import uvicorn
-
     from services.analyst.settings import AnalystSettings
 
     settings = AnalystSettings()  # validated now: a bad setting stops the start, not a job
-    typer.echo(f"analyst on http://{host}:{port}/docs  registry {settings.registry_url}")
-    uvicorn.run("services.analyst.app:create_app", factory=True, host=host, port=port)
+    serve_app(
+        "analyst", "services.analyst.app:create_app",
+        registry_url=settings.registry_url, host=host, port=port,
+    )  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
-    """Entry point for `intraskill analyst`: typer reports usage errors and sets the exit code."""
-    try:
-        app(args=argv, prog_name="intraskill analyst")
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return 0
+    """Entry point for `intraskill analyst`."""
+    return run_command(app, argv, "intraskill analyst")

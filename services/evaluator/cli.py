@@ -22,19 +22,11 @@ from services.evaluator.decision import EMPTY_BANK_POLICIES, GateDecision, decid
 from services.evaluator.design import K_INIT, DesignError
 from services.evaluator.fit import SOLVERS, FitError
 from services.evaluator.gate_folder import GateFolderError, read_gate_folder
+from shared.service_cli import command_group, run_command, serve_app
 
-app = typer.Typer(
-    name="gate",
-    help="Paired randomized validation gates: refit, cold-start (Gate A), serve.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+app = command_group(
+    "gate", "Paired randomized validation gates: refit, cold-start (Gate A), serve."
 )
-
-
-@app.callback()
-def _group() -> None:
-    """Paired randomized validation gates: refit, cold-start (Gate A), serve."""
 
 
 @app.command()
@@ -250,19 +242,15 @@ def serve(
     port: int = 8100,
 ) -> None:
     """Serve the evaluator (gate and evaluation jobs); settings from EVALUATOR_* variables."""
-    import uvicorn
-
     from services.evaluator.settings import EvaluatorSettings
 
     settings = EvaluatorSettings()  # validated now: a bad setting stops the start, not a job
-    typer.echo(f"evaluator on http://{host}:{port}/docs  registry {settings.registry_url}")
-    uvicorn.run("services.evaluator.app:create_app", factory=True, host=host, port=port)
+    serve_app(
+        "evaluator", "services.evaluator.app:create_app",
+        registry_url=settings.registry_url, host=host, port=port,
+    )  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
-    """Entry point for `intraskill gate`: typer reports usage errors and sets the exit code."""
-    try:
-        app(args=argv, prog_name="intraskill gate")
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return 0
+    """Entry point for `intraskill gate`."""
+    return run_command(app, argv, "intraskill gate")

@@ -20,20 +20,12 @@ from rich.console import Console
 from rich.table import Table
 
 from services.evaluator.evaluation import METRIC_NAMES, plot_report, report_from_folder
+from shared.service_cli import command_group, run_command
 
-app = typer.Typer(
-    name="evaluate",
-    help="Test-set evaluation: base/bare, base/S0, trained/bare, trained/S_T.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+app = command_group(
+    "evaluate", "Test-set evaluation: base/bare, base/S0, trained/bare, trained/S_T."
 )
 SHOWN = ("r_strict", "r_success", "r_loose", "steps", "protocol_error_rate", "tokens_per_turn")
-
-
-@app.callback()
-def _group() -> None:
-    """Test-set evaluation of the four conditions."""
 
 
 def _console() -> Console:
@@ -151,11 +143,7 @@ def run(
 
 def main(argv: list[str]) -> int:
     """Entry point for `intraskill evaluate`."""
-    try:
-        app(args=argv, prog_name="intraskill evaluate")
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    return 0
+    return run_command(app, argv, "intraskill evaluate")
 
 
 __all__ = ["METRIC_NAMES", "app", "main"]

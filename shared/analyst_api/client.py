@@ -17,7 +17,6 @@ the service stays unreachable; `JobFailed` from `wait` when a job ends failed.
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -35,8 +34,8 @@ from shared.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
+from shared.http_retry import error_detail, send_with_retries
 
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
 JOB_ROUTES = {"compile": "/v1/compile-jobs", "cold-start": "/v1/cold-start-jobs"}
 
 
@@ -91,13 +90,6 @@ class AnalystClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _pause(self, attempt: int, response: httpx.Response | None) -> None:
-        delay = min(self.backoff_max, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
-        retry_after = response.headers.get("retry-after", "") if response is not None else ""
-        if retry_after.isdigit():
-            delay = min(self.backoff_max, float(retry_after))
-        time.sleep(delay)
-
     def request(
         self,
         method: str,
@@ -114,28 +106,17 @@ class AnalystClient:
         if method == "POST":
             headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
         params = {key: value for key, value in (params or {}).items() if value is not None}
-        response: httpx.Response | None = None
-        for attempt in range(self.retries + 1):
-            try:
-                response = self._http.request(
-                    method, path, json=json, params=params, headers=headers
-                )
-            except httpx.TransportError as error:
-                if attempt == self.retries:
-                    raise AnalystUnavailable(0, repr(error), method, path) from error
-                self._pause(attempt, None)
-                continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                self._pause(attempt, response)
-                continue
-            break
-        assert response is not None
+        try:
+            response = send_with_retries(
+                self._http, method, path,
+                retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
+                json=json, params=params, headers=headers,
+            )  # fmt: skip
+        except httpx.TransportError as error:
+            raise AnalystUnavailable(0, repr(error), method, path) from error
         if response.status_code in ok:
             return response
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text
+        detail = error_detail(response)
         kind = AnalystUnavailable if response.status_code >= 500 else AnalystError
         raise kind(response.status_code, detail, method, path)
 

@@ -28,8 +28,6 @@ Behaviour every call shares:
 
 from __future__ import annotations
 
-import random
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,6 +37,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from shared.chunks import ChunkContent
+from shared.http_retry import error_detail, send_with_retries
 from shared.registry_api.schemas import (
     AliasCreate,
     AliasEventPublic,
@@ -90,7 +89,6 @@ from shared.registry_api.schemas import (
 M = TypeVar("M", bound=BaseModel)
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
-RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
 class RegistryError(Exception):
@@ -179,14 +177,6 @@ class RegistryClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def _sleep_before_retry(self, attempt: int, response: httpx.Response | None) -> None:
-        delay = min(self.backoff_max, self.backoff * 2**attempt) * random.uniform(0.5, 1.0)
-        if response is not None:
-            retry_after = response.headers.get("retry-after", "")
-            if retry_after.isdigit():
-                delay = min(self.backoff_max, float(retry_after))
-        time.sleep(delay)
-
     def request(
         self,
         method: str,
@@ -204,33 +194,19 @@ class RegistryClient:
         if method in WRITE_METHODS:
             sent["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
         clean_params = {k: v for k, v in (params or {}).items() if v is not None}
-        response: httpx.Response | None = None
-        for attempt in range(self.retries + 1):
-            self.stats["requests"] += 1
-            try:
-                response = self._http.request(
-                    method, path, json=json, params=clean_params, headers=sent
-                )
-            except httpx.TransportError as error:
-                if attempt == self.retries:
-                    raise Unavailable(0, repr(error), method, path) from error
-                self.stats["retries"] += 1
-                self._sleep_before_retry(attempt, None)
-                continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retries:
-                self.stats["retries"] += 1
-                self._sleep_before_retry(attempt, response)
-                continue
-            break
-        assert response is not None
+        try:
+            response = send_with_retries(
+                self._http, method, path,
+                retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
+                stats=self.stats, json=json, params=clean_params, headers=sent,
+            )  # fmt: skip
+        except httpx.TransportError as error:
+            raise Unavailable(0, repr(error), method, path) from error
         if response.headers.get("idempotent-replayed") == "true":
             self.stats["replayed"] += 1
         if response.status_code in ok:
             return response
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text
+        detail = error_detail(response)
         if response.status_code >= 500:
             raise Unavailable(response.status_code, detail, method, path)
         error_type = _ERRORS.get(response.status_code, RegistryError)
