@@ -680,6 +680,9 @@ class Run:
         config, round_index = self.config, state["round"]
         record = self.round_record(round_index)
         url = self.record["services"]["evaluator"]
+        if not record.get("candidate_ids") and not self.pin_bank(state["bank_id"], None).entries:
+            self.keep_bank_without_gate(state, record)
+            return
         try:
             job_id = record.get("gate_job_id")
             job = self._known_gate_job(job_id)
@@ -731,6 +734,21 @@ class Run:
             + (f"adopted bank {next_bank}" if next_bank else f"keeping bank {state['bank_id']}")
         )
         state.update(round=round_index + 1, phase="train", bank_id=next_bank or state["bank_id"])
+        self.save_state(state)
+
+    def keep_bank_without_gate(self, state: dict[str, Any], record: dict[str, Any]) -> None:
+        """An empty S_t and no candidates leave nothing to randomize: S_t stays, no gate runs."""
+        record.update(
+            gate_status="skipped: empty pool (no current chunk, no candidate)",
+            next_bank_id=state["bank_id"],
+            adopted=False,
+        )
+        self.save_record()
+        self.console.print(
+            f"round {state['round']}: no chunk and no candidate to test; keeping bank "
+            f"{state['bank_id']} without a gate"
+        )
+        state.update(round=state["round"] + 1, phase="train")
         self.save_state(state)
 
     def _known_gate_job(self, job_id: str | None) -> dict[str, Any] | None:
