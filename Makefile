@@ -1,10 +1,10 @@
-# Two front doors: `make run` sets up and runs the main job; `make test` sets up and runs the tests.
+# Two front doors: `make demo` sets up and runs the main job; `make test` sets up and runs the tests.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= dev,train
 
-.PHONY: setup run test lint mutate
+.PHONY: setup demo run test lint mutate
 
 $(BIN)/intraskill: pyproject.toml
 	@echo "setup: $(VENV) with IntraSkill [$(EXTRAS)]; torch and transformers make a fresh install take several minutes"
@@ -17,6 +17,9 @@ $(BIN)/intraskill: pyproject.toml
 	touch $@
 
 setup: $(BIN)/intraskill
+
+demo: setup
+	$(BIN)/intraskill demo
 
 run: setup
 	$(BIN)/intraskill registry serve
