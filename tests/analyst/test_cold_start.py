@@ -19,8 +19,8 @@ from services.analyst.rules_backend import analyze
 from services.analyst.settings import AnalystSettings
 from shared.analyst_api.schemas import ColdStartCreate
 from shared.registry_api.client import RegistryClient
-from tests.analyst.services import service
 from tests.analyst.support import failed_traces, small_env
+from tests.live_servers import live_server
 
 
 def test_success_cards_carry_no_gold():
@@ -65,7 +65,7 @@ def test_cold_start_yields_drafts_and_s0_through_gate_a(registry_url, tmp_path):
         "EVALUATOR_BACKEND_OPTIONS": json.dumps(options),
         "EVALUATOR_ENV_PRESET": "cpu",
     }
-    with service(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url:
+    with live_server(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url:
         settings = AnalystSettings(
             registry_url=registry_url, registry_token=TOKENS["analyst"],
             evaluator_url=evaluator_url, data_dir=tmp_path / "analyst", backend_options=options,

@@ -28,7 +28,8 @@ from shared.chunks import InjectedChunk
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import EvidenceCreate, TreatmentMode
 from shared.shopsim.env import ShopEnv
-from tests.analyst.services import service, wait_job
+from tests.analyst.services import wait_job
+from tests.live_servers import live_server
 
 GROUP_SIZE, TRAIN_TASKS, ROUNDS, SLIP = 4, 80, 3, 0.05
 MARGIN = 0.25  # the adopted bank's val success must exceed the empty bank's by this much
@@ -116,8 +117,8 @@ def test_planted_effect_rules_backend_finds_the_missing_procedures(registry_url,
     }
     figures = {"rounds": []}
     with (
-        service(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url,
-        service(["analyst", "serve"], analyst_env, tmp_path / "analyst.log") as analyst_url,
+        live_server(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url,
+        live_server(["analyst", "serve"], analyst_env, tmp_path / "analyst.log") as analyst_url,
         AnalystClient(analyst_url) as analyst,
         httpx.Client(base_url=evaluator_url, timeout=600) as evaluator,
     ):

@@ -2,7 +2,6 @@
 real local server: idempotent group submission, 409 on a changed body, job polling, funnel,
 health and readiness."""
 
-import socket
 import threading
 import time
 
@@ -13,22 +12,17 @@ from services.analyst.app import create_app
 from services.analyst.settings import AnalystSettings
 from shared.analyst_api import AnalystClient, AnalystError, JobFailed
 from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.live_servers import free_port
 
 
 @pytest.fixture(scope="module")
 def analyst(tmp_path_factory):
     """The app on a loopback port; the registry URL points at nothing (not ready)."""
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     settings = AnalystSettings(
         registry_url=dead, registry_token="t", data_dir=tmp_path_factory.mktemp("analyst")
     )
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     )

@@ -5,7 +5,6 @@ says when a folder is missing and never prints bare NaN."""
 import dataclasses
 import json
 import math
-import socket
 
 import pytest
 from fastapi.testclient import TestClient
@@ -23,6 +22,7 @@ from services.evaluator.settings import EvaluatorSettings
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 from shared.registry_api.client import NotFound
 from shared.registry_api.schemas import GateStatus
+from tests.live_servers import free_port
 
 # Two drafts that each lower success by 0.25 from a 0.55-0.6 base (never clipped at 0): at 600
 # tasks each coefficient is more than 4 HC3 errors below 0, so none comes out positive.
@@ -102,12 +102,6 @@ def test_a_run_whose_recording_fails_is_closed_as_failed(
     registry.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_readyz_checks_the_registry_token_and_jobs_folder(registry_url, tmp_path):
     ready = EvaluatorSettings(
         registry_url=registry_url, registry_token=TOKENS["evaluator"], jobs_dir=tmp_path / "jobs"
@@ -121,7 +115,7 @@ def test_readyz_checks_the_registry_token_and_jobs_folder(registry_url, tmp_path
             "jobs_dir": "ok",
         }
     down = ready.model_copy(
-        update={"registry_url": f"http://127.0.0.1:{_free_port()}", "registry_token": None}
+        update={"registry_url": f"http://127.0.0.1:{free_port()}", "registry_token": None}
     )
     with TestClient(create_app(down, task_source=lambda split: [])) as http:
         answer = http.get("/readyz")

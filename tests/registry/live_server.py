@@ -11,10 +11,8 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
-from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
+from registry_support import ACTORS, TOKENS, chunk_content, free_port, headers
 
 from shared.registry_api.schemas import Role
+from tests.live_servers import REPO, start_server, stop, wait_until_ready
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = REPO
 INTRASKILL = Path(sys.executable).with_name("intraskill")
 
 
@@ -94,19 +92,6 @@ class LiveRegistry:
         return bank
 
 
-def wait_ready(url: str, process: subprocess.Popen, timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"registry exited with {process.returncode}"
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("registry did not become ready")
-
-
 @contextmanager
 def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]:
     """`intraskill registry serve` on a free port against `database_url`; stopped on exit.
@@ -115,56 +100,22 @@ def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]
     """
     port = free_port()
     env = {
-        **os.environ,
         "DATABASE_URL": database_url,
         "REGISTRY_TOKENS": token_grants(),
         **{f"REGISTRY_{name.upper()}": value for name, value in settings.items()},
     }
-    process = subprocess.Popen(
-        [str(INTRASKILL), "registry", "serve", "--port", str(port)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    process = start_server(["registry", "serve"], port, env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, process)
+        wait_until_ready(url, process, path="/readyz", timeout=240, poll=0.1)
         yield LiveRegistry(url, database_url, process)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise AssertionError("registry did not stop on SIGTERM") from None
+        if not stop(process):
+            raise AssertionError("registry did not stop on SIGTERM")
 
 
 # ---------------------------------------------------------------- databases
-
-
-@contextmanager
-def scratch_postgres_database(admin_url: str = ADMIN_URL) -> Iterator[str]:
-    """A fresh, empty Postgres database (dropped afterwards); yields its URL."""
-    name = f"registry_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@contextmanager
-def scratch_database(kind: str, tmp_path: Path) -> Iterator[str]:
-    """A fresh database of `kind` ("postgres" or "sqlite"); yields its URL."""
-    if kind == "sqlite":
-        yield f"sqlite:///{tmp_path / 'registry.sqlite'}"
-        return
-    with scratch_postgres_database() as url:
-        yield url
+# (scratch databases: tests.live_servers)
 
 
 @dataclass

@@ -6,8 +6,6 @@ from "conftest" would pick whichever folder's was imported first.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +16,9 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from shared.registry_api.schemas import Role
+from tests.live_servers import ADMIN_URL as ADMIN_URL  # re-exported to the registry tests
+from tests.live_servers import free_port
 
-ADMIN_URL = os.environ.get("REGISTRY_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TOKENS = {role: f"test-token-{role.value}" for role in Role}
 ACTORS = {role: f"{role.value}-bot" for role in Role}
 
@@ -128,12 +127,6 @@ class Api:
             "round": round,
         }
         return self.json("POST", "/v1/checkpoints", json=body, expect=201)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager

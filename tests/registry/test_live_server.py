@@ -28,8 +28,6 @@ from live_server import (
     LiveRegistry,
     cluster_tools_missing,
     concurrently,
-    scratch_database,
-    scratch_postgres_database,
     serve_registry,
     status_counts,
     throwaway_cluster,
@@ -37,6 +35,7 @@ from live_server import (
 from registry_support import ADMIN_URL, TOKENS, chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from tests.live_servers import scratch_database, scratch_postgres_database
 
 DATABASES = ["postgres", "sqlite"]
 

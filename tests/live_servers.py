@@ -1,0 +1,131 @@
+"""Live servers for tests: real `intraskill ... serve` subprocesses on free loopback ports, and
+scratch databases for them. The evaluator, analyst, operator and registry tests share these.
+
+    with scratch_database("postgres", tmp_path) as database_url:
+        with live_server(["registry", "serve"], {"DATABASE_URL": database_url}, log) as url:
+            ...
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ADMIN_URL = os.environ.get("REGISTRY_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(
+    command: list[str], port: int, env: Mapping[str, str] | None = None, log: Path | None = None
+) -> subprocess.Popen:
+    """`intraskill <command> --port <port>` from the repository root; output to `log` (or
+    discarded). `env` adds to this process's environment; servers run BLAS single-threaded."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    argv = [sys.executable, "-m", "shared.cli", *command, "--port", str(port)]
+    with log.open("w") if log is not None else nullcontext(subprocess.DEVNULL) as out:
+        return subprocess.Popen(
+            argv, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def wait_until_ready(
+    url: str,
+    process: subprocess.Popen,
+    *,
+    path: str = "/healthz",
+    timeout: float = 60.0,
+    poll: float = 0.2,
+    log: Path | None = None,
+) -> None:
+    """Poll `url + path` until it answers 200; RuntimeError (with the log's tail) when the
+    process exits first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            state = "exited" if process.returncode is not None else f"not ready after {timeout}s"
+            tail = log.read_text()[-3000:] if log is not None else ""
+            raise RuntimeError(f"{' '.join(process.args)} {state}:\n{tail}")
+        time.sleep(poll)
+
+
+def stop(process: subprocess.Popen, timeout: float = 15.0) -> bool:
+    """SIGTERM, then SIGKILL after `timeout` seconds; whether it stopped on SIGTERM."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+    return True
+
+
+@contextmanager
+def live_server(
+    command: list[str],
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    *,
+    ready_path: str = "/healthz",
+    timeout: float = 180.0,
+    poll: float = 0.2,
+) -> Iterator[str]:
+    """`intraskill <command>` on a free port until `ready_path` answers; yields its base URL
+    and stops it on exit."""
+    port = free_port()
+    process = start_server(command, port, env, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, process, path=ready_path, timeout=timeout, poll=poll, log=log)
+        yield url
+    finally:
+        stop(process)
+
+
+@contextmanager
+def scratch_postgres_database(admin_url: str = ADMIN_URL, *, prefix: str = "test") -> Iterator[str]:
+    """A fresh, empty Postgres database, dropped afterwards; yields its URL. Skips the test when
+    Postgres does not answer at `admin_url`."""
+    psycopg = pytest.importorskip("psycopg")
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as error:
+        pytest.skip(f"no Postgres at {admin_url}: {error}")
+    try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scratch_database(kind: str, folder: Path, *, prefix: str = "test") -> Iterator[str]:
+    """A fresh database of `kind` ("postgres" or "sqlite", a file in `folder`); yields its URL."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / 'registry.sqlite'}"
+        return
+    with scratch_postgres_database(prefix=prefix) as url:
+        yield url
