@@ -1,21 +1,25 @@
-"""One HTTP call with retries, as the project's service clients (registry, analyst) make it.
+"""HTTP calls with retries, as the project's service clients (registry, analyst) make them.
 
 Connection errors, timeouts and 5xx answers are retried up to `retries` times with exponential
 backoff and jitter; a 5xx's Retry-After (in seconds) replaces the backoff, capped at
-`backoff_max`. The caller keeps its own headers (an `Idempotency-Key` set once, so every retry
-of a write carries the same key) and turns the final answer into its own typed errors.
+`backoff_max`. Every write carries an `Idempotency-Key`, set once so each retry repeats it: a
+retried write whose first answer was lost is replayed by the service, never applied twice.
+Each client turns the final answer into its own typed errors.
 """
 
 from __future__ import annotations
 
 import random
 import time
+import uuid
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Self
 
 import httpx
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def retry_delay(
@@ -64,3 +68,59 @@ def error_detail(response: httpx.Response) -> Any:
         return response.json().get("detail")
     except ValueError:
         return response.text
+
+
+class RetryingClient:
+    """What the service clients share: an `httpx.Client` (base URL, bearer token, timeout),
+    `send` with retries and idempotency keys, and closing (also as a context manager)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        backoff_max: float,
+        transport: httpx.BaseTransport | None,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
+        self.retries, self.backoff, self.backoff_max = retries, backoff, backoff_max
+        self.stats: Counter[str] = Counter()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> httpx.Response:
+        """The final answer of `send_with_retries`; query parameters that are None are left out."""
+        method = method.upper()
+        sent = dict(headers or {})
+        if method in WRITE_METHODS:
+            sent["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
+        return send_with_retries(
+            self._http, method, path,
+            retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
+            stats=self.stats, json=json, headers=sent,
+            params={key: value for key, value in (params or {}).items() if value is not None},
+        )  # fmt: skip

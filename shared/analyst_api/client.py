@@ -18,7 +18,6 @@ the service stays unreachable; `JobFailed` from `wait` when a job ends failed.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +33,7 @@ from shared.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
-from shared.http_retry import error_detail, send_with_retries
+from shared.http_retry import RetryingClient, error_detail
 
 JOB_ROUTES = {"compile": "/v1/compile-jobs", "cold-start": "/v1/cold-start-jobs"}
 
@@ -59,7 +58,7 @@ def _body(value: BaseModel | Mapping[str, Any]) -> Any:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
 
 
-class AnalystClient:
+class AnalystClient(RetryingClient):
     """Synchronous client; one per thread."""
 
     def __init__(
@@ -73,22 +72,10 @@ class AnalystClient:
         backoff_max: float = 5.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
-        )
-        self.retries, self.backoff, self.backoff_max = retries, backoff, backoff_max
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> AnalystClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
+        super().__init__(
+            base_url, token=token, timeout=timeout, retries=retries, backoff=backoff,
+            backoff_max=backoff_max, transport=transport,
+        )  # fmt: skip
 
     def request(
         self,
@@ -102,16 +89,10 @@ class AnalystClient:
     ) -> httpx.Response:
         """One call with retries; raises `AnalystError` (or `AnalystUnavailable`) on failure."""
         method = method.upper()
-        headers = {}
-        if method == "POST":
-            headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
-        params = {key: value for key, value in (params or {}).items() if value is not None}
         try:
-            response = send_with_retries(
-                self._http, method, path,
-                retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
-                json=json, params=params, headers=headers,
-            )  # fmt: skip
+            response = self.send(
+                method, path, json=json, params=params, idempotency_key=idempotency_key
+            )
         except httpx.TransportError as error:
             raise AnalystUnavailable(0, repr(error), method, path) from error
         if response.status_code in ok:

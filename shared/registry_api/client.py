@@ -28,8 +28,6 @@ Behaviour every call shares:
 
 from __future__ import annotations
 
-import uuid
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -37,7 +35,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from shared.chunks import ChunkContent
-from shared.http_retry import error_detail, send_with_retries
+from shared.http_retry import RetryingClient, error_detail
 from shared.registry_api.schemas import (
     AliasCreate,
     AliasEventPublic,
@@ -87,8 +85,6 @@ from shared.registry_api.schemas import (
 )
 
 M = TypeVar("M", bound=BaseModel)
-
-WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class RegistryError(Exception):
@@ -140,7 +136,7 @@ def _dump(value: BaseModel | Mapping[str, Any]) -> Any:
     return dict(value)
 
 
-class RegistryClient:
+class RegistryClient(RetryingClient):
     """Synchronous client; one per thread or process (httpx.Client is not fork-safe)."""
 
     def __init__(
@@ -154,28 +150,13 @@ class RegistryClient:
         backoff_max: float = 5.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._http = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-            timeout=timeout,
-            transport=transport,
-        )
-        self.retries = retries
-        self.backoff = backoff
-        self.backoff_max = backoff_max
+        super().__init__(
+            base_url, token=token, timeout=timeout, retries=retries, backoff=backoff,
+            backoff_max=backoff_max, transport=transport,
+        )  # fmt: skip
         self._frozen: dict[int, tuple[str, BankPublic]] = {}
-        self.stats: Counter[str] = Counter()
 
     # ------------------------------------------------------------ plumbing
-
-    def close(self) -> None:
-        self._http.close()
-
-    def __enter__(self) -> RegistryClient:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
 
     def request(
         self,
@@ -190,15 +171,10 @@ class RegistryClient:
     ) -> httpx.Response:
         """One API call with retries; raises a `RegistryError` subclass on failure."""
         method = method.upper()
-        sent = dict(headers or {})
-        if method in WRITE_METHODS:
-            sent["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
-        clean_params = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = send_with_retries(
-                self._http, method, path,
-                retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
-                stats=self.stats, json=json, params=clean_params, headers=sent,
+            response = self.send(
+                method, path, json=json, params=params, headers=headers,
+                idempotency_key=idempotency_key,
             )  # fmt: skip
         except httpx.TransportError as error:
             raise Unavailable(0, repr(error), method, path) from error
