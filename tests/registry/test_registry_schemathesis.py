@@ -10,20 +10,13 @@ seeded rows, so generated bodies meet real objects too. `--run-slow` adds a nigh
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from registry_support import ACTORS, ADMIN_URL, TOKENS, Api, free_port, headers
+from registry_support import ACTORS, TOKENS, Api, headers
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -35,6 +28,7 @@ from services.registry.app import create_app
 from services.registry.migrate import upgrade
 from services.registry.settings import RegistrySettings, hash_token
 from shared.registry_api.schemas import Role
+from tests.live_servers import live_server, scratch_postgres_database
 
 CHECKS = [not_a_server_error, content_type_conformance, response_schema_conformance]
 # What the seeding walk leaves behind: path parameters that hit real rows.
@@ -43,17 +37,10 @@ SEEDED = {"name": "current", "checkpoint_id": "ckpt-r0"}
 
 @pytest.fixture(scope="module")
 def scratch_database() -> Iterator[str]:
-    name = f"registry_live_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        url = f"{base}/{name}"
+    with scratch_postgres_database(prefix="registry_live") as url:
+        url = url.replace("postgresql://", "postgresql+psycopg://", 1)
         upgrade(url)
         yield url
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="module")
@@ -63,47 +50,14 @@ def live_registry(scratch_database: str, tmp_path_factory) -> Iterator[str]:
         {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}
         for role in Role
     ]
-    env = {
-        **os.environ,
-        "DATABASE_URL": scratch_database,
-        "REGISTRY_TOKENS": json.dumps(grants),
-    }
-    port = free_port()
+    env = {"DATABASE_URL": scratch_database, "REGISTRY_TOKENS": json.dumps(grants)}
     log = tmp_path_factory.mktemp("registry") / "serve.log"
-    command = [
-        str(Path(sys.executable).parent / "intraskill"),
-        "registry", "serve", "--host", "127.0.0.1", "--port", str(port), "--no-migrate",
-    ]  # fmt: skip
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_up(url, process, log)
+    with live_server(["registry", "serve", "--no-migrate"], env, log, timeout=60) as url:
         with httpx.Client(base_url=url, timeout=30) as http:
             walk = WriteWalk(Api(http))
             for write, request in walk:
                 walk.send(write, request)
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"registry exited:\n{log.read_text()}"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"registry did not come up:\n{log.read_text()}")
 
 
 @pytest.fixture(scope="module")
