@@ -67,9 +67,7 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "task_id": re.compile(r"(?<![0-9a-z])task[\s\-_#:.]{0,2}\d+|任务[\s\-_#:：]{0,2}\d+"),
 }
 # The id shape with a separator between some characters ("B0C-7X2-LQ9P", "b 0 c 7 ...").
-_SPACED_ID = re.compile(
-    rf"(?<![0-9a-z])b{_SEPARATOR}?0(?:{_SEPARATOR}?[0-9a-z]){{8}}(?![0-9a-z])"
-)
+_SPACED_ID = re.compile(rf"(?<![0-9a-z])b{_SEPARATOR}?0(?:{_SEPARATOR}?[0-9a-z]){{8}}(?![0-9a-z])")
 
 # Words that name a kind of product or a common property: a title fragment made only of
 # these is category language, not a copied instance title.

@@ -309,4 +309,3 @@ def _card(client: RegistryClient, card_id: int) -> CardCreate:
         forced_no_proposal_reason=public.forced_no_proposal_reason,
         extras=public.extras,
     )
-

@@ -14,7 +14,13 @@ SUCCESS = [{"valid_actions": 3, "success": True}]
 
 
 def card(
-    mechanism, *, target=None, content=None, outcome=CardOutcome.ADD, trigger=None, gold=None,
+    mechanism,
+    *,
+    target=None,
+    content=None,
+    outcome=CardOutcome.ADD,
+    trigger=None,
+    gold=None,
     active=None,
 ):
     template = LIBRARY[mechanism]

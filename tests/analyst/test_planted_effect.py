@@ -131,7 +131,11 @@ def test_planted_effect_rules_backend_finds_the_missing_procedures(registry_url,
             )  # fmt: skip
             job = analyst.compile_round(
                 CompileRoundCreate(
-                    run_id=run_id, round=round, bank_id=bank.id, env_preset="cpu", seed=round,
+                    run_id=run_id,
+                    round=round,
+                    bank_id=bank.id,
+                    env_preset="cpu",
+                    seed=round,
                     policy={"checkpoint_id": checkpoint, "backend": "procedural"},
                 )
             )

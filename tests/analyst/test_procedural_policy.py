@@ -58,8 +58,11 @@ def test_recognises_mechanisms_by_chunk_title_only():
         chunk_id="y",
         version=1,
         content=ChunkContent(
-            title="General advice", applies_when="persona", procedure=["price budget"],
-            verify="query constraint", avoid="every option axis",
+            title="General advice",
+            applies_when="persona",
+            procedure=["price budget"],
+            verify="query constraint",
+            avoid="every option axis",
         ),
     )
     assert recognised_mechanisms(render_skill_block([body_only])) == frozenset()
@@ -71,7 +74,9 @@ def test_reads_the_instruction_and_the_profile():
         "around $200."
     )
     assert (needs.noun, needs.attributes, needs.options) == (
-        "vacuum", ["hepa filter", "robot"], ["color white"]
+        "vacuum",
+        ["hepa filter", "robot"],
+        ["color white"],
     )
     assert needs.budget == pytest.approx(220.0)  # "around" allows 10% (the reward's rule)
     profile = (

@@ -78,9 +78,7 @@ def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, naive_failures
         avoid="Bad queries.",
     )
     bank = [entry(7, vague)]
-    card = analyze(
-        AnalysisInput(env=env, trajectory=naive_failures[0], bank=bank, round=1, seed=1)
-    )
+    card = analyze(AnalysisInput(env=env, trajectory=naive_failures[0], bank=bank, round=1, seed=1))
     assert card.outcome == CardOutcome.REWRITE
     assert card.deployable.target_chunk_id == 7
     cold = analyze(

@@ -331,6 +331,9 @@ def _output(action: str, *, tools: bool) -> TurnOutput:
         ],
     }
     return TurnOutput(
-        text="", finish_reason="stop", assistant_message=message, tool_calls=(call,),
+        text="",
+        finish_reason="stop",
+        assistant_message=message,
+        tool_calls=(call,),
         completion_tokens=1,
     )
