@@ -36,8 +36,10 @@ def create_app(
     client_factory: Callable[[], RegistryClient] | None = None,
     analyzer=None,
     similar=None,
+    compiler=None,
 ) -> FastAPI:
-    """The app; the registry client, the failure analyst and the dedupe default to settings'."""
+    """The app; the registry client, the failure analyst, the compiler and the dedupe default
+    to settings' and the request's backend names."""
     settings = settings or AnalystSettings()
     clients = client_factory or settings.registry_client
 
@@ -141,6 +143,7 @@ def create_app(
                     body, settings=settings, store=store, client=client,
                     analyzer=analyzer or _analyzer(body.analyst_backend, settings),
                     folder=context.folder, progress=context.progress, similar=similar,
+                    compiler=compiler or _compiler(body.compiler_backend, settings),
                 )  # fmt: skip
             finally:
                 client.close()
@@ -189,3 +192,14 @@ def _analyzer(name: str, settings: AnalystSettings):
     from services.analyst.llm_backend import LLMAnalyst
 
     return LLMAnalyst.from_settings(settings).analyze
+
+
+def _compiler(name: str, settings: AnalystSettings):
+    """The round compiler backend by name (same arguments and result for both)."""
+    from services.analyst.compiler import compile_round
+
+    if name == "deterministic":
+        return compile_round
+    from services.analyst.llm_compiler import LLMCompiler
+
+    return LLMCompiler.from_settings(settings).compile

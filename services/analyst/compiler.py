@@ -43,6 +43,21 @@ class Compilation:
     candidates: list[CompiledCandidate] = field(default_factory=list)
     evidence_only: list[int] = field(default_factory=list)
     dropped: list[dict] = field(default_factory=list)  # why a would-be candidate was not kept
+    # which backend wrote the candidates: {"backend", "used", "attempts", "fell_back", "errors"}
+    report: dict = field(
+        default_factory=lambda: {"backend": "deterministic", "used": "deterministic"}
+    )
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A would-be candidate that obeys the rules, before the budget and the dedupe."""
+
+    operation: str
+    target_chunk_id: int | None
+    mechanism: str
+    content: ChunkContent
+    card_ids: tuple[int, ...]
 
 
 def signature(operation: str, target: int | None, content: ChunkContent) -> str:
@@ -64,6 +79,63 @@ def _merge_key(card: CardCreate) -> tuple:
     )
 
 
+def candidate_problem(
+    operation: str,
+    target: int | None,
+    content: ChunkContent,
+    cards: Sequence[CardCreate],
+    active_ids: set[int],
+) -> str | None:
+    """Why a candidate breaks the per-candidate rules (None: it obeys them). Every backend's
+    candidates go through this one test: an ADD names no target, a REWRITE targets an active
+    chunk, and every text passes the gold firewall of each card behind it."""
+    if operation == "ADD" and target is not None:
+        return "an ADD names no target"
+    if operation == "REWRITE" and target not in active_ids:
+        return f"REWRITE target {target} is not an active chunk"
+    if operation not in ("ADD", "REWRITE"):
+        return f"operation {operation!r} is neither ADD nor REWRITE"
+    for card in cards:
+        gold = card.privileged_audit.get("firewall_gold")
+        facts = GoldFacts.from_json(gold) if isinstance(gold, dict) else None
+        for name, text in chunk_texts(content).items():
+            if findings := find_leaks(text, gold=facts):
+                return f"gold firewall: {findings[0].rule} in {name}"
+    return None
+
+
+def citation_problems(
+    cited: Sequence[Sequence[int]],
+    evidence_only: Sequence[int],
+    eligible_ids: set[int],
+    max_candidates: int,
+) -> list[str]:
+    """Why a round's answer breaks the round rules: at most `max_candidates` candidates, each
+    citing at least one card, every card an eligible one of the round, cited at most once
+    (by one candidate or as evidence-only)."""
+    problems = []
+    if len(cited) > max_candidates:
+        problems.append(f"{len(cited)} candidates: at most {max_candidates} are allowed")
+    if any(not ids for ids in cited):
+        problems.append("a candidate cites no card")
+    counts = Counter(card_id for ids in cited for card_id in ids)
+    counts.update(evidence_only)
+    if twice := sorted(card_id for card_id, n in counts.items() if n > 1):
+        problems.append(f"cards cited more than once: {twice}")
+    if unknown := sorted(set(counts) - eligible_ids):
+        problems.append(f"cards that are not eligible cards of this round: {unknown}")
+    return problems
+
+
+def eligible_cards(cards: Sequence[tuple[int, CardCreate]]) -> list[tuple[int, CardCreate]]:
+    """The cards a compiler reads: eligible proposals with a deployable part."""
+    return [
+        (card_id, card)
+        for card_id, card in cards
+        if card.eligible and card.outcome != CardOutcome.NO_PROPOSAL and card.deployable
+    ]
+
+
 def compile_round(
     cards: Sequence[tuple[int, CardCreate]],
     *,
@@ -75,56 +147,88 @@ def compile_round(
 ) -> Compilation:
     """Compile `(card id, card)` pairs; `history` holds earlier candidates' (signature,
     content). `similar` is the semantic duplicate test (None: fingerprints only)."""
-    result = Compilation()
     groups: dict[tuple, list[tuple[int, CardCreate]]] = {}
-    for card_id, card in cards:
-        if not card.eligible or card.outcome == CardOutcome.NO_PROPOSAL or card.deployable is None:
-            continue
+    for card_id, card in eligible_cards(cards):
         groups.setdefault(_merge_key(card), []).append((card_id, card))
     active_ids = {entry.chunk_id for entry in active}
-    seen_signatures = {sig for sig, _ in history}
-    seen_signatures |= {signature("ADD", None, e.content) for e in active}
-    seen_texts = [render_chunk(e.content) for e in active]
-    seen_texts += [render_chunk(content) for _, content in history]
 
     def support(key: tuple) -> tuple:
         mechanism = key[0]
         order = WORKFLOW.index(mechanism) if mechanism in WORKFLOW else len(WORKFLOW)
         return (-len(groups[key]), order, key)
 
+    proposals, refused = [], []
     for key in sorted(groups, key=support):
         members = groups[key]
         ids = tuple(card_id for card_id, _ in members)
-        candidate, reason = _candidate(key, members, active_ids)
-        if candidate is not None and len(result.candidates) >= max_candidates:
-            reason = f"over the budget of {max_candidates} candidates"
-        if candidate is not None and reason is None:
-            if candidate.signature in seen_signatures:
-                reason = "same fingerprint as the active bank, this round or the history"
-            elif similar is not None and (
-                match := similar(render_chunk(candidate.content), seen_texts)
-            ):
-                index, score = match
-                if score >= threshold:
-                    reason = f"semantic duplicate (cosine {score:.3f}) of an earlier text #{index}"
-        if candidate is None or reason is not None:
-            result.evidence_only.extend(ids)
-            result.dropped.append({"mechanism": key[0], "card_ids": list(ids), "reason": reason})
-            continue
-        result.candidates.append(candidate)
-        seen_signatures.add(candidate.signature)
-        seen_texts.append(render_chunk(candidate.content))
+        proposal, reason = _proposal(key, members, active_ids)
+        if proposal is None:
+            refused.append({"mechanism": key[0], "card_ids": list(ids), "reason": reason})
+        else:
+            proposals.append(proposal)
+    result = admit(proposals, active=active, history=history, max_candidates=max_candidates,
+                   similar=similar, threshold=threshold)  # fmt: skip
+    for drop in refused:
+        result.evidence_only.extend(drop["card_ids"])
+    result.dropped[:0] = refused
     return result
 
 
-def _candidate(
+def admit(
+    proposals: Sequence[Proposal],
+    *,
+    active: Sequence[BankEntryPublic],
+    history: Sequence[tuple[str, ChunkContent]] = (),
+    max_candidates: int = MAX_CANDIDATES,
+    similar: Similarity | None = None,
+    threshold: float = DUPLICATE_SIMILARITY,
+) -> Compilation:
+    """Proposals, best first -> candidates: the budget, then the fingerprint and semantic
+    dedupe against this round, the active bank and the history; a dropped proposal's cards
+    become evidence-only. The same for every backend."""
+    result = Compilation()
+    seen_signatures = {sig for sig, _ in history}
+    seen_signatures |= {signature("ADD", None, e.content) for e in active}
+    seen_texts = [render_chunk(e.content) for e in active]
+    seen_texts += [render_chunk(content) for _, content in history]
+    for proposal in proposals:
+        sig = signature(proposal.operation, proposal.target_chunk_id, proposal.content)
+        text = render_chunk(proposal.content)
+        reason = None
+        if len(result.candidates) >= max_candidates:
+            reason = f"over the budget of {max_candidates} candidates"
+        elif sig in seen_signatures:
+            reason = "same fingerprint as the active bank, this round or the history"
+        elif similar is not None and (match := similar(text, seen_texts)):
+            index, score = match
+            if score >= threshold:
+                reason = f"semantic duplicate (cosine {score:.3f}) of an earlier text #{index}"
+        if reason is not None:
+            result.evidence_only.extend(proposal.card_ids)
+            ids = list(proposal.card_ids)
+            result.dropped.append(
+                {"mechanism": proposal.mechanism, "card_ids": ids, "reason": reason}
+            )
+            continue
+        result.candidates.append(
+            CompiledCandidate(
+                proposal.operation,
+                proposal.target_chunk_id,
+                proposal.mechanism,
+                proposal.content,
+                proposal.card_ids,
+                sig,
+            )
+        )
+        seen_signatures.add(sig)
+        seen_texts.append(text)
+    return result
+
+
+def _proposal(
     key: tuple, members: list[tuple[int, CardCreate]], active_ids: set[int]
-) -> tuple[CompiledCandidate | None, str | None]:
+) -> tuple[Proposal | None, str | None]:
     mechanism, operation, target = key[0], key[1], key[2]
-    if operation == "ADD" and target is not None:
-        return None, "an ADD names no target"
-    if operation == "REWRITE" and target not in active_ids:
-        return None, f"REWRITE target {target} is not an active chunk"
     proposed = [
         card.deployable.proposed_content
         for _, card in members
@@ -135,16 +239,8 @@ def _candidate(
     # the most proposed text (first proposed among ties)
     counts = Counter(content.content_hash() for content in proposed)
     content = max(proposed, key=lambda c: counts[c.content_hash()])
-    for _, card in members:
-        gold = card.privileged_audit.get("firewall_gold")
-        facts = GoldFacts.from_json(gold) if isinstance(gold, dict) else None
-        for text in chunk_texts(content).values():
-            if findings := find_leaks(text, gold=facts):
-                return None, f"gold firewall: {findings[0].rule}"
+    cards = [card for _, card in members]
+    if reason := candidate_problem(operation, target, content, cards, active_ids):
+        return None, reason
     ids = tuple(card_id for card_id, _ in members)
-    return (
-        CompiledCandidate(
-            operation, target, mechanism, content, ids, signature(operation, target, content)
-        ),
-        None,
-    )
+    return Proposal(operation, target, mechanism, content, ids), None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.analyst.compiler import compile_round
+from services.analyst.compiler import Compilation, compile_round
 from services.analyst.rules_backend import AnalysisInput, injected
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore
@@ -142,8 +142,10 @@ def compile_round_job(
     folder: Path,
     progress: Callable[[str, int, int], None] = lambda *_: None,
     similar=None,
+    compiler: Callable[..., Compilation] = compile_round,
 ) -> dict[str, Any]:
-    """The whole round: retries -> cards -> candidates (see the module docstring)."""
+    """The whole round: retries -> cards -> candidates (see the module docstring).
+    `compiler` is `compile_round` or an `LLMCompiler.compile` (same arguments and result)."""
     bank = client.get_bank(body.bank_id)
     if bank.frozen_at is None:
         raise ValueError(f"bank {body.bank_id} is not frozen")
@@ -174,7 +176,7 @@ def compile_round_job(
             _analyze_group(group, trajectory, uri, body, bank.entries, env, store, client,
                            analyzer, settings)  # fmt: skip
         progress("analysis", index + 1, len(groups))
-    return _compile(body, bank, store, client, settings, folder, similar)
+    return _compile(body, bank, store, client, settings, folder, similar, compiler)
 
 
 def _settle(client: RegistryClient, group, outcome: str, uri: str | None) -> None:
@@ -227,13 +229,13 @@ def _history(client: RegistryClient, round: int):
     return history
 
 
-def _compile(body, bank, store, client, settings, folder, similar) -> dict[str, Any]:
+def _compile(body, bank, store, client, settings, folder, similar, compiler) -> dict[str, Any]:
     groups = store.list(run_id=body.run_id, round=body.round)
     card_ids = [g.card_id for g in groups if g.card_id is not None]
     cards = [(card_id, _card(client, card_id)) for card_id in card_ids]
     if similar is None and settings.semantic_dedupe:
         from services.analyst.embeddings import most_similar as similar
-    compiled = compile_round(
+    compiled = compiler(
         cards,
         active=bank.entries,
         history=_history(client, body.round),
@@ -278,10 +280,18 @@ def _compile(body, bank, store, client, settings, folder, similar) -> dict[str, 
         cards=len(cards),
         eligible=sum(card.eligible for _, card in cards),
         candidates=len(summaries),
+        compiler=_compiler_label(compiled.report),
     )
     store.save_funnel(funnel)
     (folder / "compilation.json").write_text(
-        json.dumps({"dropped": compiled.dropped, "evidence_only": evidence_only}, indent=1)
+        json.dumps(
+            {
+                "dropped": compiled.dropped,
+                "evidence_only": evidence_only,
+                "compiler": compiled.report,
+            },
+            indent=1,
+        )
     )
     return CompileRoundResult(
         candidate_ids=[s.candidate_id for s in summaries if s.candidate_id is not None],
@@ -289,7 +299,14 @@ def _compile(body, bank, store, client, settings, folder, similar) -> dict[str, 
         card_ids=card_ids,
         evidence_only_card_ids=evidence_only,
         funnel=funnel,
+        compiler=compiled.report,
     ).model_dump(mode="json")
+
+
+def _compiler_label(report: dict) -> str:
+    """The funnel's compiler column: the backend asked for, and the one used when it fell back."""
+    asked, used = report.get("backend", "deterministic"), report.get("used", "deterministic")
+    return asked if asked == used else f"{asked}->{used}"
 
 
 def _card(client: RegistryClient, card_id: int) -> CardCreate:

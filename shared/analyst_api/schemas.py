@@ -35,6 +35,7 @@ Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
 # doubles, never models.
 PolicyBackendName = Literal["transformers", "vllm", "openai", "procedural", "simulated"]
 AnalystBackendName = Literal["rules", "llm"]
+CompilerBackendName = Literal["deterministic", "llm"]
 GroupStatus = Literal[
     "pending",  # recorded, waiting for the round's compile job
     "deficit",  # the full-skill retry succeeded: internalization deficit, no proposal
@@ -110,6 +111,7 @@ class CompileRoundCreate(_Wire):
     env_preset: Label = "cpu"
     seed: int = Field(20260830, ge=0, le=2**62)
     analyst_backend: AnalystBackendName = "rules"
+    compiler_backend: CompilerBackendName = "deterministic"
     max_candidates: int = Field(6, ge=0, le=6)
 
 
@@ -141,6 +143,9 @@ class FunnelCounts(BaseModel):
     cards: int = 0
     eligible: int = 0
     candidates: int = 0
+    # the compiler whose candidates these are: "deterministic", "llm", or
+    # "llm->deterministic" when the llm compiler gave no valid answer and the deterministic ran
+    compiler: str = "deterministic"
 
 
 class CandidateSummary(BaseModel):
@@ -163,6 +168,10 @@ class CompileRoundResult(BaseModel):
     card_ids: list[int] = Field(default_factory=list)
     evidence_only_card_ids: list[int] = Field(default_factory=list)
     funnel: FunnelCounts
+    compiler: dict = Field(
+        default_factory=dict,
+        description="backend asked for, backend used, attempts, fell_back, the answers' problems",
+    )
 
 
 class ColdStartResult(BaseModel):
