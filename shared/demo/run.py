@@ -191,10 +191,10 @@ class Demo:
         log = self.run_dir / "logs" / "warm-start.log"
         argv = ["train", "warm-start", "--config", str(self.options.config), "--json"]
         output = self._child("warm start", argv, log, env={})
-        try:
-            return json.loads(output[output.index("{") :])
-        except ValueError as error:
-            raise DemoError(f"warm start printed no JSON summary; see {log}") from error
+        summary = last_json_line(output)
+        if summary is None:
+            raise DemoError(f"warm start printed no JSON summary; see {log}")
+        return summary
 
     def _train_config(self, base_dir: Path) -> Path:
         """The trainer's config for this run: the preset, with the base weights for the model."""
@@ -465,3 +465,14 @@ def total_steps(options: DemoOptions) -> int:
 
 def run_demo(options: DemoOptions, display: DemoDisplay) -> dict[str, Any]:
     return Demo(options, display).run()
+
+
+def last_json_line(output: str) -> dict[str, Any] | None:
+    """The last line of `output` that is a JSON object (progress and log lines come before it)."""
+    for line in reversed(output.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None

@@ -16,7 +16,7 @@ from shared.demo.processes import (
     start_registry,
     start_service,
 )
-from shared.demo.run import Demo, DemoOptions, PresetFacts, last_line, run_id_for
+from shared.demo.run import Demo, DemoOptions, PresetFacts, last_json_line, last_line, run_id_for
 from shared.demo.state import DemoState
 from shared.demo.summary import condition_table, success_interval
 
@@ -122,3 +122,20 @@ def test_the_display_shows_a_childs_latest_line_even_mid_progress_bar(tmp_path):
     assert last_line(log) == "sft  20%|##  | 2/10"
     log.write_text("")
     assert last_line(log) == ""
+
+
+def test_the_warm_start_summary_is_the_last_json_line_not_the_first_brace():
+    # what `intraskill train warm-start --json` really prints: rich log lines holding Python
+    # dicts, a progress bar, then the JSON summary on its own line
+    output = (
+        "[15:16:55] warm start: teacher trajectories {'episodes': 400,  warm_start.py:448\n"
+        "           'success_rate': 0.4275}\n"
+        "teacher trajectories ━━━━━━━━━━ 400/400 0:00:01\n"
+        '{"schema": "intraskill-warm-start-v1", "path": "runs/warm-start/w", "cached": true}\n'
+    )
+    assert last_json_line(output) == {
+        "schema": "intraskill-warm-start-v1",
+        "path": "runs/warm-start/w",
+        "cached": True,
+    }
+    assert last_json_line("no summary {'a': 1}\n") is None
