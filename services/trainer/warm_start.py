@@ -565,7 +565,7 @@ def command(
     except ValueError as error:
         print(f"intraskill train warm-start: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
-    summary = {**result.summary, "cached": result.cached, "path": str(result.path)}
+    summary = {**result.summary, "cached": result.cached, "path": str(result.path.resolve())}
     if as_json:
         print(json.dumps(summary))
         return
