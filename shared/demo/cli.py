@@ -37,25 +37,37 @@ def demo(
         Path | None, typer.Option(help="run folder (default: runs/demo-POLICY); rerun resumes")
     ] = None,
     config: Annotated[
-        Path | None, typer.Option(help="trainer TOML preset (default: configs/cpu.toml)")
+        Path | None,
+        typer.Option(
+            help="trainer TOML (default configs/cpu.toml; procedural: configs/procedural.toml)"
+        ),
     ] = None,
-    rounds: Annotated[int, typer.Option(min=1, help="training rounds (each ends in a gate)")] = 2,
-    cold_start_tasks: Annotated[int, typer.Option(min=1, help="bare runs of the cold start")] = 32,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="training rounds, each ending in a gate (default 2; procedural 3)"
+        ),
+    ] = None,
+    cold_start_tasks: Annotated[
+        int | None,
+        typer.Option(min=1, help="bare runs of the cold start (default 32; procedural 120)"),
+    ] = None,
     test_tasks: Annotated[int, typer.Option(min=1, help="test tasks per condition")] = 40,
 ) -> None:
     """Registry, evaluator and analyst on loopback; warm start, cold start, training rounds with
     gates, the four-condition test; then summary.json and the report."""
     from shared.demo.display import DemoDisplay
-    from shared.demo.run import DEFAULT_CONFIG, DemoError, DemoOptions, run_demo, total_steps
+    from shared.demo.run import POLICY_DEFAULTS, DemoError, DemoOptions, run_demo, total_steps
 
-    if policy not in ("model", "procedural"):
+    if policy not in POLICY_DEFAULTS:
         raise typer.BadParameter("choose model or procedural", param_hint="--policy")
+    defaults = POLICY_DEFAULTS[policy]
     options = DemoOptions(
         policy=policy,
         out=out or Path("runs") / f"demo-{policy}",
-        config=config or DEFAULT_CONFIG,
-        rounds=rounds,
-        cold_start_tasks=cold_start_tasks,
+        config=config or defaults.config,
+        rounds=rounds or defaults.rounds,
+        cold_start_tasks=cold_start_tasks or defaults.cold_start_tasks,
         test_tasks=test_tasks,
         database_url=os.environ.get("DATABASE_URL"),
     )

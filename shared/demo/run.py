@@ -34,6 +34,26 @@ from shared.demo.state import DemoState
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "cpu.toml"
+
+
+@dataclass(frozen=True)
+class PolicyDefaults:
+    """The demo's scale for one policy when the command line does not set it."""
+
+    config: Path
+    rounds: int
+    cold_start_tasks: int
+
+
+# SmolLM2: the CPU preset at the size that fits two cores. The procedural test double costs
+# almost nothing per rollout, so it gets gates on all validation tasks, a wider cold start and a
+# third round: at the CPU preset's size its gates could not see the bank's effect reliably.
+POLICY_DEFAULTS = {
+    "model": PolicyDefaults(DEFAULT_CONFIG, rounds=2, cold_start_tasks=32),
+    "procedural": PolicyDefaults(
+        REPO / "configs" / "procedural.toml", rounds=3, cold_start_tasks=120
+    ),
+}
 EVAL_ROUTE = "/v1/eval-jobs"
 
 

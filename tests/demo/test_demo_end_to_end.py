@@ -44,6 +44,7 @@ def demo_command(run_dir: Path) -> list[str]:
         "--policy", "procedural",
         "--out", str(run_dir),
         "--config", str(TINY),
+        "--rounds", str(ROUNDS),
         "--cold-start-tasks", "8",
         "--test-tasks", "20",
     ]  # fmt: skip
@@ -114,10 +115,11 @@ def check_summary(summary: dict) -> None:
             assert isinstance(entry[key], int)
         assert entry["candidates"] <= 2  # max_candidates in demo-tiny.toml
     assert set(summary["test"]) == {"base/bare", "base/S0", "trained/bare", "trained/S_T"}
-    # the bar for the procedural policy: trained/S_T beats base/bare clearly and
-    # significantly (the paired 95% interval of the success difference excludes zero)
-    gain = summary["test_differences"]["trained/S_T - base/bare"]
-    assert gain["estimate"] >= 0.15 and gain["low"] > 0, gain
+    # No outcome claim at this scale: gates on 8 validation tasks have too little power for the
+    # bank's effect to show reliably (the run's seeds follow its folder). The claim that
+    # trained/S_T beats base/bare significantly is made at demo scale in test_demo_outcome.py.
+    for difference in summary["test_differences"].values():
+        assert difference["low"] <= difference["estimate"] <= difference["high"], difference
     for row in summary["test"].values():
         low, high = row["success_ci"]
         assert 0 <= low <= row["success"] <= high <= 1
