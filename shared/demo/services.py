@@ -84,7 +84,6 @@ def start_services(
             "DECODING": decoding,
             **({"MAX_TURNS": str(max_turns)} if max_turns else {}),
         }
-        port = free_port()
         evaluator_env = {
             **marker,
             "EVALUATOR_REGISTRY_URL": registry.url,
@@ -92,18 +91,7 @@ def start_services(
             "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
             **{f"EVALUATOR_{k}": v for k, v in shared_env.items()},
         }
-        evaluator = _ready(
-            start_service(
-                "evaluator",
-                ["gate", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                port=port,
-                env=evaluator_env,
-                log=logs / "evaluator.log",
-            ),
-            started,
-            on_start,
-        )
-        port = free_port()
+        evaluator = _ready(_serve("evaluator", ["gate"], evaluator_env, logs), started, on_start)
         analyst_env = {
             **marker,
             "ANALYST_REGISTRY_URL": registry.url,
@@ -113,22 +101,19 @@ def start_services(
             # the policy backend travels in each job's request, not in the analyst's settings
             **{f"ANALYST_{k}": v for k, v in shared_env.items() if k != "BACKEND"},
         }
-        analyst = _ready(
-            start_service(
-                "analyst",
-                ["analyst", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                port=port,
-                env=analyst_env,
-                log=logs / "analyst.log",
-            ),
-            started,
-            on_start,
-        )
+        analyst = _ready(_serve("analyst", ["analyst"], analyst_env, logs), started, on_start)
     except BaseException:
         for service in reversed(started):
             service.stop()
         raise
     return Services(registry, evaluator, analyst, tokens, started)
+
+
+def _serve(name: str, command: list[str], env: dict[str, str], logs: Path) -> ServiceProcess:
+    """`intraskill COMMAND serve` on a free loopback port, logging to `logs/NAME.log`."""
+    port = free_port()
+    args = [*command, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return start_service(name, args, port=port, env=env, log=logs / f"{name}.log")
 
 
 def _ready(service: ServiceProcess, started: list[ServiceProcess], on_start) -> ServiceProcess:
