@@ -24,7 +24,12 @@ import torch
 from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 from services.trainer.config import TrainerConfig
-from services.trainer.distributed import make_accelerator, save_weights
+from services.trainer.distributed import (
+    load_optimizer,
+    make_accelerator,
+    save_optimizer,
+    save_weights,
+)
 from services.trainer.loss import clipped_surrogate_loss
 from shared.agent.advantage import TrainingSample
 
@@ -263,12 +268,12 @@ class Policy:
         folder.mkdir(parents=True, exist_ok=True)
         save_weights(self.accelerator, self.model, folder)
         self.tokenizer.save_pretrained(folder)
-        torch.save(self.optimizer.state_dict(), folder / OPTIMIZER_FILE)
+        save_optimizer(self.accelerator, self.model, self.optimizer, folder / OPTIMIZER_FILE)
 
     def load_optimizer(self, folder: Path) -> None:
         path = folder / OPTIMIZER_FILE
-        if path.is_file():
-            self.optimizer.load_state_dict(torch.load(path, weights_only=True))
+        if path.is_file():  # under FSDP a collective: every rank sees the same folder
+            load_optimizer(self.accelerator, self.model, self.optimizer, path)
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int, device: Any) -> torch.Tensor:

@@ -129,6 +129,30 @@ def test_saved_weights_are_the_trained_ones(tmp_path):
         assert torch.equal(trained[name], parameter), name
 
 
+def test_the_optimizer_state_resumes_from_a_checkpoint(tmp_path):
+    """Unsharded (one process) the checkpoint's optimizer.pt is torch's own
+    `optimizer.state_dict()`, as before FSDP checkpoints existed, and a policy loaded from the
+    checkpoint resumes with the same moments and step count."""
+    model, tokenizer = _tiny()
+    config = _config()
+    policy = Policy(model, tokenizer, config, temperature=TEMPERATURE)
+    policy.train_step(_episodes(model.get_input_embeddings().weight.shape[0]))
+    policy.save(tmp_path / "ckpt")
+    before = policy.optimizer.state_dict()
+
+    written = torch.load(tmp_path / "ckpt" / "optimizer.pt", weights_only=True)
+    assert sorted(written["state"]) == sorted(before["state"])  # parameter indices, as before
+    resumed = Policy.load(tmp_path / "ckpt", config, temperature=TEMPERATURE)
+    resumed.load_optimizer(tmp_path / "ckpt")
+    after = resumed.optimizer.state_dict()
+    assert after["param_groups"] == before["param_groups"]
+    assert before["state"] and after["state"].keys() == before["state"].keys()
+    for index, moments in before["state"].items():
+        assert int(moments["step"]) == 2  # the step's two updates
+        for moment in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(after["state"][index][moment], moments[moment]), (index, moment)
+
+
 LAUNCHED = """
 import sys, torch
 from pathlib import Path
