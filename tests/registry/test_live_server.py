@@ -491,6 +491,45 @@ def test_both_databases_answer_the_same_bytes(registry: LiveRegistry):
         assert re.search(rb'"created_at":"[0-9T:.-]+Z"', response.content), response.text
 
 
+def test_a_stored_card_reads_back_as_it_was_answered(registry: LiveRegistry):
+    """Issue 8: the card write answers from the request, not from a re-read of its rows.
+
+    The answer, the card read back, and the audit entry's `after` (the deployable half only)
+    must all be the same document; the privileged audit is served only by its own route.
+    """
+    privileged = {"minimal_repair": "add the budget", "earliest_divergence": "step 3"}
+    card = {
+        "round": 0,
+        "task_id": unique("t"),
+        "outcome": "ADD",
+        "eligible": True,
+        "privileged_audit": privileged,
+        "deployable": {
+            "failure_mechanism": "查询遗漏了预算约束",
+            "applicable_when": "任务给出预算时",
+            "observable_trigger": "首屏商品价格超出预算",
+            "corrective_procedure": "把预算写进搜索词",
+            "verification_step": "首屏价格均在预算内",
+            "proposed_content": chunk_content("budget"),
+        },
+        "firewall_findings": [],
+        "extras": {"b": [2, {"y": 1, "x": 0}], "a": 1},
+    }
+    with registry.client(Role.analyst) as http:
+        created = http.post("/v1/cards", json=card)
+        assert created.status_code == 201, created.text
+        card_id = created.json()["id"]
+        read = http.get(f"/v1/cards/{card_id}")
+        entries = http.get("/v1/audit", params={"object_type": "card", "object_id": card_id})
+        audit = http.get(f"/v1/cards/{card_id}/audit")
+    assert created.headers["location"] == f"/v1/cards/{card_id}"
+    assert read.content == created.content
+    [entry] = entries.json()["items"]
+    assert entry["action"] == "card.create" and entry["after"] == created.json()
+    assert "privileged_audit" not in created.json() and "privileged_audit" not in entry["after"]
+    assert audit.json() == {"card_id": card_id, "privileged_audit": privileged}
+
+
 # ---------------------------------------------------------------- tokens
 
 

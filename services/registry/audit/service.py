@@ -8,8 +8,8 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from services.registry.audit import repository
-from services.registry.audit.models import AuditEntry
 from services.registry.auth import Principal
+from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.registry_api.schemas import AuditEntryPublic, Page
 
@@ -31,17 +31,18 @@ def record(
     after: BaseModel | dict[str, Any] | None = None,
 ) -> None:
     """Append one audit entry (same transaction as the write it describes)."""
-    repository.add(
+    repository.append(
         session,
-        AuditEntry(
-            actor=principal.name,
-            role=principal.role.value,
-            action=action,
-            object_type=object_type,
-            object_id=str(object_id),
-            before=_document(before),
-            after=_document(after),
-        ),
+        {
+            "at": utcnow(),
+            "actor": principal.name,
+            "role": principal.role.value,
+            "action": action,
+            "object_type": object_type,
+            "object_id": str(object_id),
+            "before": _document(before),
+            "after": _document(after),
+        },
     )
 
 

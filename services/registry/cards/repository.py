@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlmodel import Session
 
 from services.registry.cards.models import Candidate, CardAudit, FailureCard
+
+# Core statements, built once: a card write is the hottest write, and an ORM flush (identity
+# map, unit of work, attribute events) costs several times the statement itself.
+_INSERT_CARD = insert(FailureCard.__table__).returning(FailureCard.__table__.c.id)
+_INSERT_CARD_AUDIT = insert(CardAudit.__table__)
 
 
 def get_card(session: Session, card_id: int) -> FailureCard | None:
@@ -38,6 +44,16 @@ def candidate_by_signature(session: Session, signature: str) -> Candidate | None
     return session.execute(
         select(Candidate).where(Candidate.signature == signature)
     ).scalar_one_or_none()
+
+
+def insert_card(session: Session, values: dict[str, Any], privileged_audit: dict[str, Any]) -> int:
+    """Insert a card (every column but `id`) and its privileged audit; returns the card's id."""
+    connection = session.connection()
+    card_id = connection.execute(_INSERT_CARD, values).scalar_one()
+    connection.execute(
+        _INSERT_CARD_AUDIT, {"card_id": card_id, "privileged_audit": privileged_audit}
+    )
+    return card_id
 
 
 def add(session: Session, row: FailureCard | CardAudit | Candidate) -> None:

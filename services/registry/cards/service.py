@@ -7,12 +7,13 @@ from sqlmodel import Session
 from services.registry.audit import service as audit
 from services.registry.auth import Principal
 from services.registry.cards import repository
-from services.registry.cards.models import Candidate, CardAudit, FailureCard
+from services.registry.cards.models import Candidate, FailureCard
 from services.registry.chunks import repository as chunks_repository
 from services.registry.chunks import service as chunks
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository as evidence_repository
+from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.hashing import content_hash
 from shared.leak import find_leaks
@@ -110,30 +111,50 @@ def _check_card(session: Session, data: CardCreate) -> None:
 def create_card(*, session: Session, principal: Principal, data: CardCreate) -> CardPublic:
     """Store a failure card; its privileged audit goes to a table of its own."""
     _check_card(session, data)
-    card = FailureCard(
+    created_at = utcnow()
+    deployable = data.deployable
+    card_id = repository.insert_card(
+        session,
+        {
+            "round": data.round,
+            "task_id": data.task_id,
+            "checkpoint_id": data.checkpoint_id,
+            "evidence_id": data.evidence_id,
+            "outcome": data.outcome.value,
+            "eligible": data.eligible,
+            "target_chunk_id": None if deployable is None else deployable.target_chunk_id,
+            "deployable": None if deployable is None else deployable.model_dump(mode="json"),
+            "firewall_findings": [f.model_dump(mode="json") for f in data.firewall_findings],
+            "forced_no_proposal_reason": data.forced_no_proposal_reason,
+            "extras": data.extras,
+            "created_by": principal.name,
+            "created_at": created_at,
+        },
+        data.privileged_audit,
+    )
+    # Built from the request's already-validated parts: nothing is read back or re-validated.
+    result = CardPublic.model_construct(
+        id=card_id,
         round=data.round,
         task_id=data.task_id,
         checkpoint_id=data.checkpoint_id,
         evidence_id=data.evidence_id,
-        outcome=data.outcome.value,
+        outcome=data.outcome,
         eligible=data.eligible,
-        target_chunk_id=None if data.deployable is None else data.deployable.target_chunk_id,
-        deployable=None if data.deployable is None else data.deployable.model_dump(mode="json"),
-        firewall_findings=[f.model_dump(mode="json") for f in data.firewall_findings],
+        deployable=deployable,
+        firewall_findings=data.firewall_findings,
         forced_no_proposal_reason=data.forced_no_proposal_reason,
         extras=data.extras,
         created_by=principal.name,
+        created_at=created_at,
     )
-    repository.add(session, card)
-    repository.add(session, CardAudit(card_id=card.id, privileged_audit=data.privileged_audit))
-    result = card_public(card)
     # The audit log is readable by every role: it gets the deployable half only.
     audit.record(
         session=session,
         principal=principal,
         action="card.create",
         object_type="card",
-        object_id=card.id,
+        object_id=card_id,
         after=result,
     )
     return result
