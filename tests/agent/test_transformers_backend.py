@@ -135,6 +135,20 @@ def test_siblings_share_their_prompt_prefill(tiny_dir) -> None:
     assert fourth.cached_tokens == 0 and fourth.token_ids == third.token_ids
 
 
+def test_a_finished_episode_keeps_only_its_own_kv_state(tiny_dir) -> None:
+    """A pooled context must not pin the decode batch it came from: in a long-lived service
+    pooled views of SmolLM2 slabs grew to ~7 GB and the analyst was killed for memory."""
+    backend = TransformersBackend.from_pretrained(tiny_dir, dtype="float64")
+    run_turns(backend, turns=2, episodes=(0, 1, 2, 3), key_prefix="pool")
+    assert len(backend._pool) == 4
+    for context in backend._pool.values():
+        for keys, values in context.layers:
+            for tensor in (keys, values):
+                assert tensor.shape[-2] == len(context.ids)
+                own = tensor.numel() * tensor.element_size()
+                assert tensor.untyped_storage().nbytes() == own
+
+
 def test_seeds_decide_samples(backend) -> None:
     prompt = backend.renderer.prompt(conversation(0), None, None).ids
 
