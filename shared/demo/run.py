@@ -225,6 +225,7 @@ class Demo:
             )
             if not replaced:
                 text = f'model = "{base_dir}"\n' + text
+            text = without_warm_start(text)
         path = self.run_dir / "train-config.toml"
         path.write_text(text)
         return path
@@ -469,6 +470,19 @@ def last_line(log: Path, width: int = 70) -> str:
         tail = handle.read().decode(errors="replace")
     pieces = [p.strip() for p in tail.replace("\r", "\n").splitlines() if p.strip()]
     return pieces[-1][:width] if pieces else ""
+
+
+def without_warm_start(text: str) -> str:
+    """The preset's TOML with `[warm_start] enabled = false`: its `model` already is the warm
+    start's result, and SFT on top of it would train a second, different warm start."""
+    head, marker, section = text.partition("[warm_start]")
+    if not marker:
+        return text
+    body, next_header, rest = section.partition("\n[")
+    body, replaced = re.subn(r"^enabled\s*=.*$", "enabled = false", body, count=1, flags=re.M)
+    if not replaced:
+        body = "\nenabled = false" + body
+    return head + marker + body + next_header + rest
 
 
 def os_killpg(pid: int, signum: int) -> None:

@@ -22,6 +22,7 @@ from shared.demo.summary import condition_table, success_interval
 
 HERE = Path(__file__).parent
 TINY = HERE / "demo-tiny.toml"
+REPO = HERE.parents[1]
 
 
 def test_run_ids_differ_for_folders_of_the_same_name(tmp_path):
@@ -51,6 +52,22 @@ def test_the_model_policy_trains_from_the_warm_started_weights(tmp_path):
     assert text.count("\nmodel = ") + text.startswith("model = ") == 1
     demo.options = DemoOptions(policy="procedural", out=tmp_path, config=TINY)
     assert 'model = "tiny"' in demo._train_config(Path("/weights/x")).read_text()
+
+
+def test_the_trainer_does_not_warm_start_the_warm_started_weights_again(tmp_path):
+    """The demo ran the warm start; a second SFT on its result would cost minutes and train
+    a different policy from the one registered as the base checkpoint."""
+    from services.trainer.config import TrainerConfig
+
+    demo = Demo.__new__(Demo)
+    demo.options = DemoOptions(policy="model", out=tmp_path, config=REPO / "configs" / "cpu.toml")
+    demo.run_dir = tmp_path
+    config = TrainerConfig.from_toml(demo._train_config(Path("/weights/warm-abc")))
+    assert config.model == "/weights/warm-abc"
+    assert config.warm_start.enabled is False
+    preset = TrainerConfig.from_toml(REPO / "configs" / "cpu.toml")
+    assert preset.warm_start.enabled is True  # the preset itself still warm-starts
+    assert config.with_(model=preset.model, warm_start=preset.warm_start) == preset
 
 
 def test_state_survives_a_restart_and_refuses_other_options(tmp_path):
