@@ -83,6 +83,35 @@ def test_two_hundred_alias_moves_with_one_etag_exactly_one_wins(registry: LiveRe
     assert registry.call("GET", "/readyz").status_code == 200
 
 
+@pytest.mark.parametrize("database", DATABASES)
+def test_one_database_thread_serves_contended_writes_and_reads(database: str, tmp_path):
+    """Issue 8: database work queues for a few threads (`db_threads`); with a single one,
+    writers queued on one row and the reads behind them must all still be answered."""
+    with (
+        scratch_database(database, tmp_path) as url,
+        serve_registry(url, db_threads="1") as registry,
+    ):
+        banks = two_frozen_banks(registry)
+        name = unique("one-thread")
+        registry.ok(
+            "POST", "/v1/aliases", json={"name": name, "bank_id": banks[0]["id"], "reason": "r"}
+        )
+        move = {"method": "PUT", "url": f"/v1/aliases/{name}"}
+        requests = [
+            {
+                **move,
+                "json": {"bank_id": banks[(i + 1) % 2]["id"], "reason": f"mover {i}"},
+                "headers": headers(Role.evaluator, **{"If-Match": "*"}),
+            }
+            for i in range(20)
+        ] + [
+            {"method": "GET", "url": "/v1/chunks", "headers": headers(Role.reader)}
+            for _ in range(20)
+        ]
+        assert status_counts(concurrently(registry.url, requests, timeout_s=60)) == {200: 40}
+        assert registry.ok("GET", f"/v1/aliases/{name}")["revision"] == 21
+
+
 def test_fifty_same_key_posts_write_once(registry: LiveRegistry):
     """Defect 1 (same family): 50 same-key POSTs used to hang Postgres past the thread pool."""
     slug = unique("same-key")
