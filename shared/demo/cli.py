@@ -135,6 +135,9 @@ def print_summary(summary: dict[str, Any], console: Console, minutes: float) -> 
             f"[{100 * diff['low']:+.1f}, {100 * diff['high']:+.1f}] (paired bootstrap)"
         )
     console.print(f"final bank {summary['final_bank_id']}; took {minutes:.1f} minutes")
+    phases = ", ".join(f"{k} {v / 60:.1f}" for k, v in (summary.get("seconds") or {}).items())
+    if phases:
+        console.print(f"minutes per phase: {phases}")
     console.print(f"report: {summary['report']}  (and summary.json, report.md beside it)")
 
 

@@ -136,16 +136,28 @@ class Demo:
     def run(self) -> dict[str, Any]:
         if self.state.resumed:
             self.display.note(f"resuming the demo in {self.run_dir}: done {self.state.get('done')}")
+        phases = (
+            ("services", self.start),
+            ("environment", self.environment),
+            ("warm start", self.base_checkpoint),
+            ("cold start", self.cold_start),
+            ("train", self.train),
+            ("test", self.test),
+        )
         try:
-            self.start()
-            self.environment()
-            self.base_checkpoint()
-            self.cold_start()
-            self.train()
-            self.test()
+            for name, phase in phases:
+                self._timed(name, phase)
             return self.report()
         finally:
             self.stop()
+
+    def _timed(self, name: str, phase) -> None:
+        """Run one phase; its wall seconds add up over resumed runs in `seconds` (summary.json)."""
+        started = time.monotonic()
+        phase()
+        seconds = dict(self.state.get("seconds") or {})
+        seconds[name] = round(seconds.get(name, 0.0) + time.monotonic() - started, 1)
+        self.state.set(seconds=seconds)
 
     def start(self) -> None:
         facts = self.facts

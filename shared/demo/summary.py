@@ -97,4 +97,5 @@ def build_summary(demo: Demo, registry: RegistryClient) -> dict[str, Any]:
         "test": condition_table(evaluation),
         "test_differences": comparisons,
         "report": str(demo.run_dir / "report.html"),
+        "seconds": demo.state.get("seconds") or {},  # wall time per phase, summed over resumes
     }

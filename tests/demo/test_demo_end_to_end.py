@@ -123,6 +123,11 @@ def check_summary(summary: dict) -> None:
     for row in summary["test"].values():
         low, high = row["success_ci"]
         assert 0 <= low <= row["success"] <= high <= 1
+    # wall time per phase, summed over the interrupted run and the rerun
+    phases = ("services", "environment", "warm start", "cold start", "train", "test")
+    assert set(summary["seconds"]) == set(phases)
+    assert all(summary["seconds"][name] >= 0 for name in phases)
+    assert summary["seconds"]["train"] > 0
 
 
 def check_registry(run_dir: Path, database: str, summary: dict) -> None:
