@@ -48,3 +48,27 @@ def test_an_evaluator_that_is_down_at_the_gate_stops_the_run_and_a_rerun_finishe
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2, 3]  # the gate ran; no step was redone
+
+
+def test_the_cpu_preset_trains_smollm2_with_a_gate_end_to_end(tmp_path):
+    """The real model on the CPU preset, one round: the warm start (built here or taken from its
+    cache), SmolLM2 rollout steps in ShopSim, the real analyst, a checkpoint and a gate."""
+    config = TrainerConfig.from_toml(CONFIGS / "cpu.toml").with_(rounds=1)
+    out = tmp_path / "cpu"
+    done = run_train(CONFIGS / "cpu.toml", out, "--rounds", "1", timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == list(range(1, config.steps_per_round + 1))
+    for line in lines:  # the preset's counts, exactly: real episodes, not simulated ones
+        assert line["episodes_admitted"] == config.groups_admitted * config.group_size
+        assert line["episodes_generated"] % (config.groups_per_wave * config.group_size) == 0
+        assert line["optimizer_updates"] == config.updates_per_step
+    run = json.loads((out / "run.json").read_text())
+    assert run["finished"] and len(run["rounds"]) == 1
+    # the warm start reached the issue's bar: the policy acts validly before GRPO starts
+    after = run["warm_start"]["summary"]["val_after"]
+    assert after["valid_action_rate"] >= 0.8, after
+    [record] = run["rounds"]
+    assert record["gate_status"] == "complete", record
+    assert (out / "checkpoints" / "round-000" / "model.safetensors").is_file()
+    assert record["funnel"]["all_wrong_groups"] == sum(line["all_wrong_groups"] for line in lines)
