@@ -151,11 +151,15 @@ class LLMAnalyst:
         repairs: int = 3,
         timeout_s: float = 120.0,
         temperature: float = 0.6,
+        max_tokens: int = 1024,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
         self.model, self.max_rounds, self.repairs = model, max_rounds, repairs
         self.temperature = temperature
+        # One tool call is short; uncapped, SmolLM2 on vLLM rambled ~7k tokens for 6 minutes in
+        # its first reply and the next request no longer fit the context (400).
+        self.max_tokens = max_tokens
 
     @classmethod
     def from_settings(cls, settings) -> LLMAnalyst:
@@ -164,7 +168,8 @@ class LLMAnalyst:
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return cls(settings.llm_base_url, settings.llm_model, api_key=key,
                    max_rounds=settings.llm_max_rounds, repairs=settings.llm_repairs,
-                   timeout_s=settings.llm_timeout_s)  # fmt: skip
+                   timeout_s=settings.llm_timeout_s,
+                   max_tokens=settings.llm_max_tokens)  # fmt: skip
 
     def analyze(self, request: AnalysisInput) -> CardCreate:
         task = request.env.task(request.trajectory.task_id)
@@ -225,7 +230,8 @@ class LLMAnalyst:
 
     def _chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
         body = {"model": self.model, "messages": messages, "tools": tools,
-                "tool_choice": "auto", "temperature": self.temperature}  # fmt: skip
+                "tool_choice": "auto", "temperature": self.temperature,
+                "max_tokens": self.max_tokens}  # fmt: skip
         response = self.http.post("/chat/completions", json=body)
         response.raise_for_status()
         message = response.json()["choices"][0]["message"]

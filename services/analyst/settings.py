@@ -40,6 +40,7 @@ class AnalystSettings(BaseSettings):
     llm_max_rounds: int = Field(20, ge=2, le=100, description="tool rounds per analysis")
     llm_repairs: int = Field(3, ge=0, le=10, description="schema repair attempts")
     llm_timeout_s: float = Field(120.0, gt=0)
+    llm_max_tokens: int = Field(1024, ge=64, le=32768, description="tokens per model reply")
     llm_compiler_repairs: int = Field(2, ge=0, le=10, description="llm compiler answer repairs")
 
     def registry_client(self):

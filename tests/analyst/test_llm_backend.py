@@ -109,6 +109,8 @@ def test_no_card_within_the_rounds_is_no_proposal_and_the_last_round_offers_subm
     assert card.forced_no_proposal_reason == "no valid card submitted"
     assert len(received) == 4
     assert [t["function"]["name"] for t in received[-1]["tools"]] == ["submit_failure_card"]
+    # every reply is capped: one rambling answer cannot eat the context or the minutes
+    assert {request["max_tokens"] for request in received} == {1024}
 
 
 def test_card_without_a_live_success_or_with_gold_is_forced_to_no_proposal(env, failure):
