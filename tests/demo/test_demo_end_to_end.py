@@ -65,6 +65,13 @@ def processes_of(run_dir: Path) -> list[int]:
     return found
 
 
+def as_foreground_job() -> None:
+    """SIGINT as a terminal's foreground job has it. A job started in the background of a
+    non-interactive shell (as CI runners do) inherits SIGINT ignored, and a Ctrl-C could then
+    never reach the demo: the test would measure its launcher, not the demo."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for_training(run_dir: Path, process: subprocess.Popen, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while not list(run_dir.glob("train/*/state.json")):
@@ -87,7 +94,11 @@ def test_demo_sigint_then_rerun_completes_without_duplicates(backend, tmp_path):
             database = f"sqlite:///{(run_dir / 'registry.sqlite').resolve()}"
         log = (tmp_path / "demo.log").open("w")
         first = subprocess.Popen(
-            demo_command(run_dir), env=env, stdout=log, stderr=subprocess.STDOUT
+            demo_command(run_dir),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=as_foreground_job,
         )
         wait_for_training(run_dir, first)
         first.send_signal(signal.SIGINT)  # Ctrl-C reaches the demo, not its children's sessions
