@@ -282,7 +282,7 @@ class Demo:
         self._point_current_at(s0)
         self.state.finish("cold start", s0_bank_id=s0, cold_start=result)
         self.display.note(
-            f"S_0 = bank {s0}: {result.get('s0_size')} chunks from "
+            f"S_0 = bank {s0}: {result.get('s0_size') or 0} chunks from "
             f"{len(result.get('draft_version_ids', []))} drafts, {result.get('n_cards')} cards "
             f"on {result.get('n_trajectories')} bare runs"
         )
