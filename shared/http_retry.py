@@ -10,10 +10,12 @@ Each client turns the final answer into its own typed errors.
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Self
 
 import httpx
@@ -124,3 +126,28 @@ class RetryingClient:
             stats=self.stats, json=json, headers=sent,
             params={key: value for key, value in (params or {}).items() if value is not None},
         )  # fmt: skip
+
+
+def wait_until_ready(
+    url: str,
+    process: subprocess.Popen,
+    *,
+    path: str = "/healthz",
+    timeout: float = 60.0,
+    poll: float = 0.2,
+    log: Path | None = None,
+) -> None:
+    """Poll `url + path` until it answers 200; RuntimeError (with the log's tail) when the
+    process exits first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            state = "exited" if process.returncode is not None else f"not ready after {timeout}s"
+            tail = log.read_text()[-3000:] if log is not None else ""
+            raise RuntimeError(f"{' '.join(process.args)} {state}:\n{tail}")
+        time.sleep(poll)

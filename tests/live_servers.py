@@ -12,14 +12,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-import httpx
 import pytest
+
+from shared.http_retry import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_URL = os.environ.get("REGISTRY_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -42,31 +42,6 @@ def start_server(
         return subprocess.Popen(
             argv, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT
         )
-
-
-def wait_until_ready(
-    url: str,
-    process: subprocess.Popen,
-    *,
-    path: str = "/healthz",
-    timeout: float = 60.0,
-    poll: float = 0.2,
-    log: Path | None = None,
-) -> None:
-    """Poll `url + path` until it answers 200; RuntimeError (with the log's tail) when the
-    process exits first or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            state = "exited" if process.returncode is not None else f"not ready after {timeout}s"
-            tail = log.read_text()[-3000:] if log is not None else ""
-            raise RuntimeError(f"{' '.join(process.args)} {state}:\n{tail}")
-        time.sleep(poll)
 
 
 def stop(process: subprocess.Popen, timeout: float = 15.0) -> bool:

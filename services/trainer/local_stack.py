@@ -24,11 +24,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+from shared.http_retry import wait_until_ready
 
 ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
 REPO = Path(__file__).resolve().parents[2]
@@ -81,18 +80,11 @@ class LocalStack:
             )
         self.processes[name] = process
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text()[-3000:]
-                self.close()
-                raise StackError(f"local {name} did not start (log {log}):\n{tail}")
-            time.sleep(0.2)
+        try:
+            wait_until_ready(url, process, timeout=180, log=log)
+        except RuntimeError as error:
+            self.close()
+            raise StackError(f"local {name} did not start (log {log}): {error}") from None
         self.urls[name] = url
         return url
 

@@ -23,8 +23,9 @@ from typing import Any
 import httpx
 from registry_support import ACTORS, TOKENS, chunk_content, free_port, headers
 
+from shared.http_retry import wait_until_ready
 from shared.registry_api.schemas import Role
-from tests.live_servers import REPO, start_server, stop, wait_until_ready
+from tests.live_servers import REPO, start_server, stop
 
 REPO_ROOT = REPO
 INTRASKILL = Path(sys.executable).with_name("intraskill")
