@@ -5,7 +5,8 @@ A job's state is kept in memory and mirrored to `<root>/<id>/job.json` after eve
 a job's outcome survives the process; jobs that were queued or running when the process
 stopped are reported as failed ("interrupted") on the next start, never silently lost. A
 submission that carries an idempotency key already seen for its kind returns the job it made
-the first time.
+the first time, unless that job was interrupted: its work never finished, so the retry runs it
+again as a new job (a client resuming after a restart must not inherit the restart's failure).
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ class LocalContext:
 Work = Callable[[JobContext], dict[str, Any]]
 
 
+def _interrupted(job: Job) -> bool:
+    return job.status == "failed" and job.error == "interrupted"
+
+
 class JobStore:
     def __init__(self, root: Path, *, max_workers: int = 1, name: str = "service") -> None:
         """`name` prefixes the worker threads' names (which service's jobs they run)."""
@@ -141,7 +146,7 @@ class JobStore:
         with self._lock:
             if key is not None:
                 for job in self._jobs.values():
-                    if job.idempotency_key == key and job.kind == kind:
+                    if job.idempotency_key == key and job.kind == kind and not _interrupted(job):
                         return job
             job = Job(id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, request=request)
             job.idempotency_key = key

@@ -244,21 +244,22 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
     )
     summaries, evidence_only = [], list(compiled.evidence_only)
     for candidate in compiled.candidates:
+        create = CandidateCreate(
+            round=body.round,
+            operation=CandidateOperation(candidate.operation),
+            target_chunk_id=candidate.target_chunk_id,
+            content=candidate.content,
+            source_card_ids=list(candidate.card_ids),
+            failure_mechanism=candidate.mechanism,
+            proposal_checkpoint=body.policy.checkpoint_id,
+        )
         try:
-            stored = client.create_candidate(
-                CandidateCreate(
-                    round=body.round,
-                    operation=CandidateOperation(candidate.operation),
-                    target_chunk_id=candidate.target_chunk_id,
-                    content=candidate.content,
-                    source_card_ids=list(candidate.card_ids),
-                    failure_mechanism=candidate.mechanism,
-                    proposal_checkpoint=body.policy.checkpoint_id,
-                )
-            )
-        except Conflict:  # the registry holds this exact candidate already: a duplicate
-            evidence_only.extend(candidate.card_ids)
-            continue
+            stored = client.create_candidate(create)
+        except Conflict:
+            stored = _stored_by_an_interrupted_attempt(client, create)
+            if stored is None:  # the registry holds this exact candidate already: a duplicate
+                evidence_only.extend(candidate.card_ids)
+                continue
         summaries.append(
             CandidateSummary(
                 candidate_id=stored.id,
@@ -301,6 +302,22 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         funnel=funnel,
         compiler=compiled.report,
     ).model_dump(mode="json")
+
+
+def _stored_by_an_interrupted_attempt(client: RegistryClient, create: CandidateCreate):
+    """The candidate this very round stored before its job was interrupted, or None.
+
+    A retried compile finds its own candidates already in the registry; they are this round's
+    proposals (same round, checkpoint and cards), not duplicates of an earlier round's."""
+    signature = create.signature()
+    for stored in client.list_candidates(round=create.round):
+        if (
+            stored.signature == signature
+            and stored.proposal_checkpoint == create.proposal_checkpoint
+            and stored.source_card_ids == create.source_card_ids
+        ):
+            return stored
+    return None
 
 
 def _compiler_label(report: dict) -> str:

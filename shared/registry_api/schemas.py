@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from shared.chunks import ChunkContent
+from shared.hashing import content_hash
 
 MAX_ID = 2**31 - 1
 MAX_PAGE = 500
@@ -746,6 +747,17 @@ class CandidateCreate(_Wire):
     source_card_ids: list[Id] = Field(min_length=1, max_length=1000)
     failure_mechanism: Text | None = None
     proposal_checkpoint: Name | None = None
+
+    def signature(self) -> str:
+        """What makes two candidates the same (unique in the registry): the edit, not its
+        provenance; the same text proposed for the same target is one candidate."""
+        return content_hash(
+            {
+                "operation": self.operation.value,
+                "target": self.target_chunk_id,
+                "content": self.content.content_hash(),
+            }
+        )
 
 
 class CandidatePublic(_Out):

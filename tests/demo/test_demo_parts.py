@@ -37,7 +37,7 @@ def test_preset_facts_come_from_the_toml(tmp_path):
     assert (facts.steps_per_round, facts.env_preset, facts.val_tasks, facts.model) == (
         1,
         "test",
-        8,
+        16,
         "tiny",
     )
 

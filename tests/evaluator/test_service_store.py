@@ -58,3 +58,24 @@ def test_settings_are_validated_at_start(monkeypatch):
     monkeypatch.delenv("EVALUATOR_BUDGET")
     with pytest.raises(LookupError, match="EVALUATOR_REGISTRY_TOKEN"):
         EvaluatorSettings().registry_client()
+
+
+def test_a_retry_of_an_interrupted_job_runs_the_work_again(tmp_path):
+    """The key returns the first job while it stands; a restart's interruption releases it."""
+    store = JobStore(tmp_path)
+    first = wait(store, store.submit("compile", {}, lambda context: {"n": 1}, key="run:0").id)
+    assert store.submit("compile", {}, lambda context: {"n": 2}, key="run:0").id == first.id
+    store.shutdown()
+
+    stale = {"id": "compile-stale", "kind": "compile", "request": {}, "status": "running"}
+    (tmp_path / "compile-stale").mkdir()
+    (tmp_path / "compile-stale" / "job.json").write_text(
+        json.dumps(stale | {"idempotency_key": "run:1"})
+    )
+    reopened = JobStore(tmp_path)
+    assert reopened.get("compile-stale").error == "interrupted"
+    retry = reopened.submit("compile", {}, lambda context: {"n": 3}, key="run:1")
+    assert retry.id != "compile-stale" and wait(reopened, retry.id).result == {"n": 3}
+    assert reopened.submit("compile", {}, lambda context: {}, key="run:1").id == retry.id
+    assert reopened.submit("compile", {}, lambda context: {}, key="run:0").id == first.id
+    reopened.shutdown()

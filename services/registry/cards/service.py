@@ -15,7 +15,6 @@ from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository as evidence_repository
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
-from shared.hashing import content_hash
 from shared.leak import find_leaks
 from shared.registry_api.schemas import (
     CandidateCreate,
@@ -250,9 +249,7 @@ def create_candidate(
         latest = chunks_repository.latest_version(session, data.target_chunk_id)
         if latest is not None and latest.content_hash == text_hash:
             raise FieldInvalid(("body", "content"), "the rewrite equals the target's current text")
-    signature = content_hash(
-        {"operation": data.operation.value, "target": data.target_chunk_id, "content": text_hash}
-    )
+    signature = data.signature()
     existing = repository.candidate_by_signature(session, signature)
     if existing is not None:
         raise Conflict(f"the same candidate exists already (candidate {existing.id})")

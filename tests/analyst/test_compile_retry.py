@@ -1,0 +1,85 @@
+"""A round's compile retried after its job was interrupted (the analyst restarted mid-round)
+keeps the candidates the first attempt stored: they are this round's proposals, not
+duplicates. The same text proposed again in a later round stays a duplicate (evidence only).
+
+Live registry (the evaluator tests' fixture); the compiler is a stand-in that proposes one
+fixed ADD, so the test is about what the slow loop does with the registry's answer."""
+
+import uuid
+
+from registry_server import TOKENS
+
+from services.analyst.compiler import Compilation, CompiledCandidate
+from services.analyst.settings import AnalystSettings
+from services.analyst.slow_loop import compile_round_job
+from services.analyst.store import GroupStore
+from shared.analyst_api.schemas import CompileRoundCreate
+from shared.chunks import ChunkContent
+from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+
+
+def one_add(card_id: int, tag: str):
+    content = ChunkContent(
+        title=f"Check the size {tag}",
+        applies_when="the task names a size",
+        procedure=["Open the product page.", "Compare its size with the task's."],
+        verify="The size on the page equals the task's.",
+        avoid="Buying from the results list alone.",
+    )
+
+    def compiler(cards, **_):
+        candidate = CompiledCandidate("ADD", None, "wrong size", content, (card_id,), "sig")
+        return Compilation(candidates=[candidate])
+
+    return compiler
+
+
+def test_a_retried_compile_keeps_the_candidates_its_interrupted_attempt_stored(
+    registry_url, tmp_path
+):
+    tag = uuid.uuid4().hex[:8]
+    analyst = RegistryClient(registry_url, TOKENS["analyst"])
+    evaluator = RegistryClient(registry_url, TOKENS["evaluator"])
+    bank = evaluator.create_bank([], round=0)
+    evaluator.freeze_bank(bank.id)
+    card = analyst.create_card(
+        {
+            "round": 0,
+            "task_id": "task-000001",
+            "outcome": CardOutcome.ADD,
+            "eligible": True,
+            "deployable": DeployableAbstraction(
+                failure_mechanism="m", applicable_when="a", observable_trigger="t",
+                corrective_procedure="p", verification_step="v",
+            ),
+        }
+    )  # fmt: skip
+    settings = AnalystSettings(
+        registry_url=registry_url, registry_token=TOKENS["analyst"], data_dir=tmp_path
+    )
+
+    def compile_round(round_index: int, attempt: str) -> dict:
+        body = CompileRoundCreate(
+            run_id=f"run-{tag}",
+            round=round_index,
+            bank_id=bank.id,
+            policy={"checkpoint_id": f"ckpt-{tag}", "backend": "procedural"},
+            env_preset="test",
+        )
+        folder = tmp_path / attempt
+        folder.mkdir()
+        return compile_round_job(
+            body, settings=settings, store=GroupStore(tmp_path / "groups"), client=analyst,
+            analyzer=None, folder=folder, compiler=one_add(card.id, tag),
+        )  # fmt: skip
+
+    first = compile_round(0, "first")
+    assert len(first["candidate_ids"]) == 1
+    retried = compile_round(0, "retry")
+    assert retried["candidate_ids"] == first["candidate_ids"]
+    assert retried["evidence_only_card_ids"] == []
+    later = compile_round(1, "later")
+    assert later["candidate_ids"] == [] and later["evidence_only_card_ids"] == [card.id]
+    for client in (analyst, evaluator):
+        client.close()
