@@ -39,6 +39,7 @@ from shared.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
     CardCreate,
+    CardPublic,
     RetryOutcome,
 )
 
@@ -162,6 +163,7 @@ def compile_round_job(
     finally:
         policy.close()
     progress("retries", len(groups), len(groups))
+    stored_cards = _cards_by_group(client, body.round) if groups else {}
     for index, group in enumerate(groups):
         outcome, trajectory = outcomes[group.id]
         uri = (traces / f"{trajectory.episode_id}.json").as_uri() if trajectory else None
@@ -172,11 +174,25 @@ def compile_round_job(
         elif outcome == "runtime_error":
             store.update(group.id, status="runtime_error", retry_trace_uri=uri,
                          error=trajectory.error if trajectory else None)  # fmt: skip
+        elif group.id in stored_cards:  # stored before an interruption lost the group's record
+            card = stored_cards[group.id]
+            store.update(group.id, status="analyzed", retry_trace_uri=uri,
+                         retry_reward=trajectory.reward, card_id=card.id,
+                         card_outcome=card.outcome.value)  # fmt: skip
         else:
             _analyze_group(group, trajectory, uri, body, bank.entries, env, store, client,
                            analyzer, settings)  # fmt: skip
         progress("analysis", index + 1, len(groups))
     return _compile(body, bank, store, client, settings, folder, similar, compiler)
+
+
+def _cards_by_group(client: RegistryClient, round: int) -> dict[str, CardPublic]:
+    """The round's cards already in the registry, by the analyst group they were written for."""
+    return {
+        card.extras["group_id"]: card
+        for card in client.list_cards(round=round)
+        if isinstance(card.extras, dict) and "group_id" in card.extras
+    }
 
 
 def _settle(client: RegistryClient, group, outcome: str, uri: str | None) -> None:

@@ -1,9 +1,10 @@
 """A round's compile retried after its job was interrupted (the analyst restarted mid-round)
-keeps the candidates the first attempt stored: they are this round's proposals, not
+keeps the cards and candidates the first attempt stored: they are this round's, not
 duplicates. The same text proposed again in a later round stays a duplicate (evidence only).
 
-Live registry (the evaluator tests' fixture); the compiler is a stand-in that proposes one
-fixed ADD, so the test is about what the slow loop does with the registry's answer."""
+Live registry (the evaluator tests' fixture); the compiler and the diagnosis are stand-ins
+(a fixed ADD, a fixed card), so the tests are about what the slow loop does with the registry's
+answers. The retries run the procedural TEST DOUBLE policy."""
 
 import uuid
 
@@ -13,10 +14,10 @@ from services.analyst.compiler import Compilation, CompiledCandidate
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import compile_round_job
 from services.analyst.store import GroupStore
-from shared.analyst_api.schemas import CompileRoundCreate
+from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
 from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
 
 
 def one_add(card_id: int, tag: str):
@@ -81,5 +82,69 @@ def test_a_retried_compile_keeps_the_candidates_its_interrupted_attempt_stored(
     assert retried["evidence_only_card_ids"] == []
     later = compile_round(1, "later")
     assert later["candidate_ids"] == [] and later["evidence_only_card_ids"] == [card.id]
+    for client in (analyst, evaluator):
+        client.close()
+
+
+def test_a_retried_compile_reuses_cards_stored_before_the_groups_were_recorded(
+    registry_url, tmp_path
+):
+    """The interruption fell between a card's write and its group's record: the retry finds
+    the card by its group and does not write (or diagnose) it again."""
+    tag, round_index = uuid.uuid4().hex[:8], 10_000 + uuid.uuid4().int % 10**6
+    analyst = RegistryClient(registry_url, TOKENS["analyst"])
+    evaluator = RegistryClient(registry_url, TOKENS["evaluator"])
+    bank = evaluator.create_bank([], round=round_index)
+    evaluator.freeze_bank(bank.id)
+    bank = evaluator.get_bank(bank.id)
+    settings = AnalystSettings(
+        registry_url=registry_url, registry_token=TOKENS["analyst"], data_dir=tmp_path
+    )
+    store = GroupStore(tmp_path / "groups")
+    env = settings.make_env("test")
+    for index, task in enumerate(env.task_ids("train")[:6]):
+        store.submit(
+            AllWrongGroupSubmit(
+                run_id=f"run-{tag}", round=round_index, step=0, group_index=index, task_id=task,
+                bank_id=bank.id, bank_hash=bank.content_hash,
+                treatment={"mode": "assisted_empty", "inclusion": []},
+                siblings=[{"reward": 0.0, "trajectory_uri": "file:///t/0.json"}] * 4,
+            ),
+            created_at="2026-12-01T00:00:00+00:00",
+        )  # fmt: skip
+    diagnosed = []
+
+    def analyzer(request):
+        diagnosed.append(request.trajectory.task_id)
+        return CardCreate(
+            round=request.round, task_id=request.trajectory.task_id, outcome=CardOutcome.ADD,
+            eligible=True,
+            deployable=DeployableAbstraction(
+                failure_mechanism="m", applicable_when="a", observable_trigger="t",
+                corrective_procedure="p", verification_step="v",
+            ),
+        )  # fmt: skip
+
+    def compile_round(attempt: str) -> dict:
+        body = CompileRoundCreate(
+            run_id=f"run-{tag}", round=round_index, bank_id=bank.id, env_preset="test",
+            policy={"checkpoint_id": f"ckpt-{tag}", "backend": "procedural"},
+        )  # fmt: skip
+        folder = tmp_path / attempt
+        folder.mkdir()
+        return compile_round_job(
+            body, settings=settings, store=store, client=analyst, analyzer=analyzer,
+            folder=folder, compiler=lambda cards, **_: Compilation(),
+        )  # fmt: skip
+
+    first = compile_round("first")
+    assert first["card_ids"] and len(diagnosed) == len(first["card_ids"])
+    for group in store.list(run_id=f"run-{tag}", round=round_index):  # the records never written
+        store.update(group.id, status="pending", card_id=None, card_outcome=None)
+    diagnosed.clear()
+    retried = compile_round("retry")
+    assert diagnosed == []
+    assert sorted(retried["card_ids"]) == sorted(first["card_ids"])
+    assert sorted(c.id for c in analyst.list_cards(round=round_index)) == sorted(first["card_ids"])
     for client in (analyst, evaluator):
         client.close()
