@@ -13,6 +13,9 @@ def test_verdicts_in_priority_order():
     assert group_verdict([True, True], [1.0, 0.0]) == "spread"
     assert group_verdict([True, True], [0.5, 0.5 + 1e-7]) == "zero_variance"
     assert group_verdict([True, True], [0.5, 0.5 + 2e-6]) == "spread"
+    # "exceeds" epsilon: a spread of exactly epsilon is no spread
+    assert group_verdict([True, True], [0.0, 1e-6]) == "zero_variance"
+    assert group_verdict([True, True], [0.0, 0.5], epsilon=0.5) == "zero_variance"
 
 
 def run_wave(verdicts, target=16):
@@ -30,6 +33,7 @@ def test_zero_variance_groups_fill_only_when_too_few_remain():
     assert len(admitted) == 16
     assert wave.dropped_zero_variance == 16 and wave.filler == 6
     assert admitted == list(range(16, 32))
+    assert wave.kept == admitted  # the groups themselves, in the order they were admitted
     assert not wave.needs_wave()
 
 
@@ -60,7 +64,10 @@ def test_eight_technical_failures_in_a_row_abort():
     wave.offer(7, "spread")  # resets the run of failures
     for index in range(7):
         wave.offer(index, "technical_failure")
-    with pytest.raises(TooManyFailures, match="8 technically failed groups in a row"):
+    with pytest.raises(
+        TooManyFailures,
+        match="8 technically failed groups in a row: check the environment and the policy backend",
+    ):
         wave.offer(99, "technical_failure")
 
 
@@ -75,3 +82,21 @@ def test_a_second_wave_is_needed_only_when_remaining_drops_below_target():
         wave.offer(index, "zero_variance")
     # every zero-variance group past remaining == 16 filled: 8 kept + 8 filler
     assert len(wave.kept) == 16
+
+
+def test_waves_add_up_and_a_wave_waits_until_fewer_than_the_target_remain():
+    wave = WaveFilter(target=16)
+    wave.submit(32)
+    wave.submit(32)
+    assert wave.submitted == 64 and wave.remaining == 64
+    wave = WaveFilter(target=16)
+    wave.submit(32)
+    verdicts = (["technical_failure"] * 7 + ["spread"]) * 2 + ["technical_failure"] * 2
+    for index, verdict in enumerate(verdicts):
+        wave.offer(index, verdict)
+    # 16 technical drops of 32: exactly the target remains (2 kept, 14 still finishing), and
+    # "fewer than the target" is not yet true
+    assert wave.remaining == 16 and len(wave.kept) == 2
+    assert not wave.needs_wave()
+    wave.offer(99, "technical_failure")
+    assert wave.needs_wave()
