@@ -37,8 +37,6 @@ class LossOutput:
     """Scalar, differentiable."""
     clip_fraction: torch.Tensor
     """Scalar, no gradient."""
-    per_token: torch.Tensor
-    """[samples, tokens] loss before aggregation (0 off the mask)."""
 
 
 def aggregate(
@@ -88,7 +86,7 @@ def clipped_surrogate_loss(
     loss = aggregate(per_token, mask, aggregation, **totals)
     with torch.no_grad():
         fraction = aggregate(is_clipped.to(logprobs.dtype), mask, aggregation, **totals)
-    return LossOutput(loss=loss, clip_fraction=fraction, per_token=per_token)
+    return LossOutput(loss=loss, clip_fraction=fraction)
 
 
 def pad(rows: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -100,10 +98,20 @@ def pad(rows: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float64) 
     return out
 
 
+CASE_FIELDS = ("clip_low", "clip_high", "aggregation", "samples")
+SAMPLE_FIELDS = ("logprobs", "old_logprobs", "loss_mask", "advantage")
+
+
 def check_case(case: Mapping[str, Any]) -> dict[str, Any]:
     """The loss-check contract: loss, clip_fraction and dLoss/dlogprobs per sample (float64)."""
+    if missing := [key for key in CASE_FIELDS if key not in case]:
+        raise ValueError(f"the case lacks {', '.join(missing)} (it needs {', '.join(CASE_FIELDS)})")
+    if case["aggregation"] not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {case['aggregation']!r}")
     samples = case["samples"]
     for index, sample in enumerate(samples):
+        if missing := [key for key in SAMPLE_FIELDS if key not in sample]:
+            raise ValueError(f"sample {index} lacks {', '.join(missing)}")
         lengths = {len(sample[key]) for key in ("logprobs", "old_logprobs", "loss_mask")}
         if len(lengths) != 1:
             raise ValueError(

@@ -156,6 +156,11 @@ def test_sample_mean_weights_samples_equally_and_token_mean_weights_tokens():
     # at ratio 1 the loss is -A per token
     assert check_case(case("sample_mean"))["loss"] == pytest.approx((-1 + 1 + 0) / 3)
     assert check_case(case("token_mean"))["loss"] == pytest.approx((-1 + 3) / 4)
+    # token_mean over a batch with one generated token: that token's loss, -A with A = -1
+    single = case("token_mean")
+    single["samples"] = single["samples"][1:]
+    single["samples"][0]["loss_mask"] = [0, 0, 1]
+    assert check_case(single)["loss"] == pytest.approx(1.0)
 
 
 def test_micro_batches_with_global_totals_sum_to_the_whole_batch():
@@ -169,10 +174,10 @@ def test_micro_batches_with_global_totals_sum_to_the_whole_batch():
         ]
         advantages = torch.tensor([s["advantage"] for s in case["samples"]], dtype=torch.float64)
         options = {"clip_low": 0.2, "clip_high": 0.28, "aggregation": aggregation}
-        whole = clipped_surrogate_loss(*tensors[:2], advantages, tensors[2], **options).loss
+        whole = clipped_surrogate_loss(*tensors[:2], advantages, tensors[2], **options)
         totals = {"total_samples": len(advantages), "total_tokens": int(tensors[2].sum())}
         half = len(advantages) // 2
-        parts = sum(
+        parts = [
             clipped_surrogate_loss(
                 tensors[0][part],
                 tensors[1][part],
@@ -180,10 +185,13 @@ def test_micro_batches_with_global_totals_sum_to_the_whole_batch():
                 tensors[2][part],
                 **options,
                 **totals,
-            ).loss
+            )
             for part in (slice(0, half), slice(half, None))
-        )
-        assert float(parts) == pytest.approx(float(whole), abs=1e-12)
+        ]
+        assert whole.clip_fraction > 0  # the case clips some tokens: the sum below means something
+        assert float(sum(p.loss for p in parts)) == pytest.approx(float(whole.loss), abs=1e-12)
+        fraction = sum(p.clip_fraction for p in parts)  # aggregated like the loss
+        assert float(fraction) == pytest.approx(float(whole.clip_fraction), abs=1e-12)
 
 
 def test_cli_loss_check_prints_the_contract(tmp_path):
@@ -202,3 +210,32 @@ def test_cli_loss_check_prints_the_contract(tmp_path):
     result = json.loads(done.stdout)
     assert set(result) == {"loss", "clip_fraction", "grad_logprobs"}
     assert result["loss"] == pytest.approx(case["expected"]["loss"], abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda case: case.pop("clip_high"), "the case lacks clip_high"),
+        (lambda case: case.update(aggregation="seq_mean"), "aggregation must be one of"),
+        (lambda case: case["samples"][1].pop("advantage"), "sample 1 lacks advantage"),
+        (
+            lambda case: case["samples"][1]["old_logprobs"].append(0.0),
+            "sample 1: logprobs, old_logprobs and loss_mask differ in length",
+        ),
+        (lambda case: case["samples"][0]["loss_mask"].__setitem__(0, 2), "sample 0: loss_mask"),
+    ],
+)
+def test_a_malformed_case_is_refused_with_what_is_wrong(tmp_path, change, message):
+    case = json.loads((CASES / "cases.json").read_text())["cases"][1]
+    case = {k: case[k] for k in ("clip_low", "clip_high", "aggregation", "samples")}
+    change(case)
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(case))
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert message in done.stderr
