@@ -6,11 +6,11 @@ stores, without gold) and the analyst (on every card, cluster, chunk and candida
 
 Plain substring checks are easy to evade, so the text is normalized before any rule runs:
 Unicode NFKC, accents dropped, Cyrillic and Greek look-alikes folded to Latin, zero-width and
-other format characters removed, casefolded. Each rule then reads one of three views of it:
+other format characters removed, casefolded. Each rule then reads one of two views of it:
 
 - `norm`: the normalized text, whitespace collapsed (patterns with word boundaries);
-- `compact`: letters and digits only (a gold term written with extra spaces, dashes or dots);
-- `words`: letters-and-digit tokens joined by one space (whole-word title fragments).
+- `compact`: letters and digits only (a gold term written with extra spaces, dashes or dots,
+  or with none: `StudioProWireless` is the title fragment `studio pro wireless`).
 
 Gold terms are normalized the same way, so case, spacing and look-alikes never hide a match.
 """
@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
-MIN_TERM_CHARS = {"title": 6, "brand": 3, "option": 6, "model_number": 5}
+MIN_TERM_CHARS = {"title": 6, "brand": 3, "option": 6, "model_number": 5, "product_id": 4}
+# The gold task's number alone is a leak from this many digits (leading zeros count).
+MIN_TASK_DIGITS = 3
 MIN_CJK_BRAND_CHARS = 2
 # A run of this many compact characters of a CJK title is a copied fragment.
 CJK_FRAGMENT_CHARS = 8
 # Runs of consecutive title words that count as a copied fragment: (words, how many of them
-# must be specific, i.e. not generic category words).
+# must be specific, i.e. not generic category words and at least SPECIFIC_WORD_CHARS long).
 FRAGMENT_RULES = ((3, 2), (4, 1))
+SPECIFIC_WORD_CHARS = 3
 
 # Look-alikes an adversary swaps in for Latin letters (upper and lower case kept apart, since
 # a Greek capital Nu looks like N and its small letter like v).
@@ -158,26 +161,15 @@ def words(normalized: str) -> list[str]:
 class _Views:
     norm: str
     compact: str
-    words: str
 
     @classmethod
     def of(cls, text: str) -> _Views:
         norm = normalize(text)
-        return cls(norm, compact(norm), " " + " ".join(words(norm)) + " ")
+        return cls(norm, compact(norm))
 
 
-def find_leaks(
-    text: str,
-    *,
-    gold: GoldFacts | None = None,
-    gold_terms: Iterable[tuple[str, str]] = (),
-) -> list[LeakFinding]:
-    """Every leak in `text`: the fixed patterns, plus the gold facts when given.
-
-    `gold_terms` is the older (kind, term) form: kinds `title`, `brand`, `option`,
-    `product_id` and `task_id` are checked as the matching `GoldFacts` field; any other kind
-    counts as a plain term, case- and spacing-insensitive.
-    """
+def find_leaks(text: str, *, gold: GoldFacts | None = None) -> list[LeakFinding]:
+    """Every leak in `text`: the fixed patterns, plus the gold facts when given."""
     views = _Views.of(text)
     findings = [
         LeakFinding(rule, match.group(0))
@@ -185,11 +177,8 @@ def find_leaks(
         for match in pattern.finditer(views.norm)
     ]
     findings += [LeakFinding("product_id", m.group(0)) for m in _SPACED_ID.finditer(views.norm)]
-    gold, extra = _merge_terms(gold or GoldFacts(), gold_terms)
-    findings += _gold_findings(views, gold)
-    for kind, term in extra:
-        if len(compact(normalize(term))) >= 1 and compact(normalize(term)) in views.compact:
-            findings.append(LeakFinding(f"gold_{kind}", term))
+    if gold is not None:
+        findings += _gold_findings(views, gold)
     return _unique(findings)
 
 
@@ -197,35 +186,11 @@ def admitted(text: str, gold: GoldFacts | None = None) -> bool:
     return not find_leaks(text, gold=gold)
 
 
-def _merge_terms(
-    gold: GoldFacts, terms: Iterable[tuple[str, str]]
-) -> tuple[GoldFacts, list[tuple[str, str]]]:
-    titles, brands, options, ids = [], [], [], []
-    task_id, extra = gold.task_id, []
-    for kind, term in terms:
-        bucket = {"title": titles, "brand": brands, "option": options, "product_id": ids}
-        if kind in bucket:
-            bucket[kind].append(term)
-        elif kind == "task_id":
-            task_id = term
-        else:
-            extra.append((kind, term))
-    merged = GoldFacts(
-        task_id=task_id,
-        goal_title=gold.goal_title,
-        purchase_title=gold.purchase_title,
-        visited_titles=(*gold.visited_titles, *titles),
-        brands_seen=(*gold.brands_seen, *brands),
-        gold_options=(*gold.gold_options, *options),
-        product_ids=(*gold.product_ids, *ids),
-    )
-    return merged, extra
-
-
 def _gold_findings(views: _Views, gold: GoldFacts) -> list[LeakFinding]:
     findings: list[LeakFinding] = []
     for product_id in gold.product_ids:
-        if len(term := compact(normalize(product_id))) >= 4 and term in views.compact:
+        term = compact(normalize(product_id))
+        if len(term) >= MIN_TERM_CHARS["product_id"] and term in views.compact:
             findings.append(LeakFinding("product_id", product_id))
     if gold.task_id:
         findings += _task_id_findings(views, gold.task_id)
@@ -246,7 +211,7 @@ def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:
     findings = [LeakFinding("task_id", task_id)] if term and term in views.compact else []
     digits = "".join(re.findall(r"\d", term))
     # The task's number alone (leading zeros and all) is as identifying as the id.
-    if len(digits) >= 3 and re.search(rf"(?<!\d){digits}(?!\d)", views.norm):
+    if len(digits) >= MIN_TASK_DIGITS and re.search(rf"(?<!\d){digits}(?!\d)", views.norm):
         findings.append(LeakFinding("task_id", digits))
     return findings
 
@@ -260,10 +225,8 @@ def _title_findings(views: _Views, title: str) -> list[LeakFinding]:
         if token in views.compact:
             findings.append(LeakFinding("gold_model_number", token))
     for fragment in _title_fragments(title):
-        if fragment in views.words or (
-            _CJK.search(fragment) and fragment.replace(" ", "") in views.compact
-        ):
-            findings.append(LeakFinding("gold_title", fragment.strip()))
+        if fragment.replace(" ", "") in views.compact:  # spaced, dashed or glued alike
+            findings.append(LeakFinding("gold_title", fragment))
     return findings
 
 
@@ -292,9 +255,11 @@ def _title_fragments(title: str) -> list[str]:
     for size, needed in FRAGMENT_RULES:
         for start in range(len(latin) - size + 1):
             window = latin[start : start + size]
-            specific = [t for t in window if t not in GENERIC_WORDS and len(t) >= 3]
+            specific = [
+                t for t in window if t not in GENERIC_WORDS and len(t) >= SPECIFIC_WORD_CHARS
+            ]
             if len(specific) >= needed:
-                fragments.append(" " + " ".join(window) + " ")
+                fragments.append(" ".join(window))
     cjk_run = compact(normalize(title))
     for start in range(len(cjk_run) - CJK_FRAGMENT_CHARS + 1):
         window = cjk_run[start : start + CJK_FRAGMENT_CHARS]
@@ -305,8 +270,7 @@ def _title_fragments(title: str) -> list[str]:
 
 def _brand_matches(views: _Views, brand: str) -> bool:
     term = compact(normalize(brand))
-    cjk = "".join(_CJK.findall(term))
-    if len(cjk) >= MIN_CJK_BRAND_CHARS:
+    if len(_CJK.findall(term)) >= MIN_CJK_BRAND_CHARS:
         return term in views.compact
     if len(_LATIN.findall(term)) < MIN_TERM_CHARS["brand"]:
         return False

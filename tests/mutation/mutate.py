@@ -61,7 +61,9 @@ TARGETS: dict[str, Target] = {
         ),
         REWARD_TESTS,
     ),
-    "leak": Target(("shared/leak.py",), ("tests/contracts/test_leak.py",)),
+    "leak": Target(
+        ("shared/leak.py",), ("tests/contracts/test_leak.py", "tests/analyst/test_firewall.py")
+    ),
     "concurrency": Target(
         ("services/registry/concurrency.py",),
         (
