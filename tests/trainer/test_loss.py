@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.trainer.loss import check_case, clipped_surrogate_loss, pad
+from services.trainer.loss import aggregate, check_case, clipped_surrogate_loss, pad
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "trainer" / "grpo-loss-cases"
 REPO = Path(__file__).resolve().parents[2]
@@ -215,22 +215,41 @@ def test_cli_loss_check_prints_the_contract(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda case: case.pop("clip_high"), "the case lacks clip_high"),
-        (lambda case: case.update(aggregation="seq_mean"), "aggregation must be one of"),
-        (lambda case: case["samples"][1].pop("advantage"), "sample 1 lacks advantage"),
+        (
+            lambda case: [case.pop(k) for k in ("clip_high", "samples")],
+            "the case lacks clip_high, samples "
+            "(it needs clip_low, clip_high, aggregation, samples)",
+        ),
+        (
+            lambda case: case.update(aggregation="seq_mean"),
+            "aggregation must be one of ('sample_mean', 'token_mean'), not 'seq_mean'",
+        ),
+        (
+            lambda case: [case["samples"][1].pop(k) for k in ("advantage", "loss_mask")],
+            "sample 1 lacks loss_mask, advantage",
+        ),
         (
             lambda case: case["samples"][1]["old_logprobs"].append(0.0),
             "sample 1: logprobs, old_logprobs and loss_mask differ in length",
         ),
-        (lambda case: case["samples"][0]["loss_mask"].__setitem__(0, 2), "sample 0: loss_mask"),
+        (
+            lambda case: case["samples"][0]["loss_mask"].__setitem__(0, 2),
+            "sample 0: loss_mask must be 0/1",
+        ),
     ],
 )
-def test_a_malformed_case_is_refused_with_what_is_wrong(tmp_path, change, message):
+def test_a_malformed_case_is_refused_with_what_is_wrong(change, message):
     case = json.loads((CASES / "cases.json").read_text())["cases"][1]
     case = {k: case[k] for k in ("clip_low", "clip_high", "aggregation", "samples")}
     change(case)
+    with pytest.raises(ValueError) as refused:
+        check_case(case)
+    assert message in str(refused.value)
+
+
+def test_the_cli_refuses_a_malformed_case_with_exit_1_and_the_reason(tmp_path):
     path = tmp_path / "case.json"
-    path.write_text(json.dumps(case))
+    path.write_text(json.dumps({"clip_low": 0.2, "aggregation": "token_mean", "samples": []}))
     done = subprocess.run(
         [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
         cwd=REPO,
@@ -238,4 +257,12 @@ def test_a_malformed_case_is_refused_with_what_is_wrong(tmp_path, change, messag
         text=True,
     )
     assert done.returncode == 1 and done.stdout == ""
-    assert message in done.stderr
+    assert "the case lacks clip_high (it needs clip_low, clip_high, aggregation, samples)" in (
+        done.stderr
+    )
+
+
+def test_the_trainer_refuses_an_unknown_aggregation_by_name():
+    values = torch.zeros(1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"one of \('sample_mean', 'token_mean'\), not 'mean'"):
+        aggregate(values, torch.ones_like(values), "mean")
