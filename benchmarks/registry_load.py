@@ -5,6 +5,10 @@ Scenarios, each at the same concurrency (default 32 keep-alive connections) for 
   bank_get_304    the same with If-None-Match: its ETag (304, no body)
   bank_get_routed bank_get with the frozen-bank response cache off (routing + auth + handler)
   card_post       POST /v1/cards (a card, its privileged audit and an audit entry; one commit)
+  card_post_keyed the same POST with a fresh Idempotency-Key each time (the key claimed and the
+                  answer stored for replays, in the same commit)
+  card_post_replay the same POST with one Idempotency-Key throughout: one write, then replays
+                  of the stored answer (what a client's retries after a lost answer cost)
   constant_get    a bare FastAPI endpoint returning a constant JSON body of the bank's size,
                   served by the same uvicorn settings: the ceiling the registry is compared with
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -41,6 +46,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -140,14 +146,17 @@ def uvicorn_process(
 # ---------------------------------------------------------------- load generator
 
 
+Requests = Callable[[], bytes]  # the next request's bytes
+
+
 async def _connection(
-    port: int, request: bytes, stop_at: float, latencies: list[float], statuses: dict
+    port: int, requests: Requests, stop_at: float, latencies: list[float], statuses: dict
 ):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         while time.perf_counter() < stop_at:
             started = time.perf_counter()
-            writer.write(request)
+            writer.write(requests())
             head = await reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             length = 0
@@ -163,18 +172,13 @@ async def _connection(
         writer.close()
 
 
-async def _load(
-    port: int, requests: list[bytes], concurrency: int, seconds: float
-) -> dict[str, Any]:
+async def _load(port: int, requests: Requests, concurrency: int, seconds: float) -> dict[str, Any]:
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     started = time.perf_counter()
     stop_at = started + seconds
     await asyncio.gather(
-        *(
-            _connection(port, requests[i % len(requests)], stop_at, latencies, statuses)
-            for i in range(concurrency)
-        )
+        *(_connection(port, requests, stop_at, latencies, statuses) for _ in range(concurrency))
     )
     elapsed = time.perf_counter() - started
     latencies.sort()
@@ -216,7 +220,7 @@ def tree_cpu_seconds(pid: int) -> float:
 
 
 def run_load(
-    server: tuple[int, int], requests: list[bytes], concurrency: int, seconds: float, warmup: float
+    server: tuple[int, int], requests: Requests, concurrency: int, seconds: float, warmup: float
 ) -> dict[str, Any]:
     try:
         import uvloop
@@ -231,6 +235,19 @@ def run_load(
     cpu = tree_cpu_seconds(pid) - cpu_before
     result["server_cpu_ms_per_request"] = round(1000 * cpu / max(result["requests"], 1), 3)
     return result
+
+
+def always(request: bytes) -> Requests:
+    return itertools.repeat(request).__next__
+
+
+def fresh_keys(method: str, path: str, *, token: str, body: bytes) -> Requests:
+    """The same request under a new Idempotency-Key each time."""
+    run, counter = uuid.uuid4().hex[:8], itertools.count()
+    return lambda: http_request(
+        method, path, token=token, body=body,
+        headers={"Idempotency-Key": f"bench-{run}-{next(counter)}"},
+    )  # fmt: skip
 
 
 def http_request(
@@ -300,7 +317,9 @@ CARD = {
 
 # ---------------------------------------------------------------- main
 
-REGISTRY_SCENARIOS = ("bank_get", "bank_get_304", "card_post")
+REGISTRY_SCENARIOS = (
+    "bank_get", "bank_get_304", "card_post", "card_post_keyed", "card_post_replay"
+)  # fmt: skip
 ALL_SCENARIOS = (*REGISTRY_SCENARIOS, "bank_get_routed", "constant_get")
 
 
@@ -342,23 +361,29 @@ def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], b
         app = "services.registry.app:create_app"
         with uvicorn_process(app, workers=args.workers, env=env, source=source) as server:
             bank_id, etag, document = seed(f"http://127.0.0.1:{server[0]}")
-            get = http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"])
+            get = always(http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"]))
+            card = json.dumps(CARD).encode()
+            post = {"method": "POST", "path": "/v1/cards", "token": TOKENS["analyst"], "body": card}
             requests = {
                 "bank_get": get,
-                "bank_get_304": http_request(
-                    "GET",
-                    f"/v1/banks/{bank_id}",
-                    token=TOKENS["reader"],
-                    headers={"If-None-Match": etag},
+                "bank_get_304": always(
+                    http_request(
+                        "GET",
+                        f"/v1/banks/{bank_id}",
+                        token=TOKENS["reader"],
+                        headers={"If-None-Match": etag},
+                    )
                 ),
-                "card_post": http_request(
-                    "POST", "/v1/cards", token=TOKENS["analyst"], body=json.dumps(CARD).encode()
+                "card_post": always(http_request(**post)),
+                "card_post_keyed": fresh_keys(**post),
+                "card_post_replay": always(
+                    http_request(**post, headers={"Idempotency-Key": f"bench-{uuid.uuid4().hex}"})
                 ),
             }
             for name in REGISTRY_SCENARIOS:
                 if name in scenarios:
                     results[name] = run_load(
-                        server, [requests[name]], args.concurrency, args.duration, args.warmup
+                        server, requests[name], args.concurrency, args.duration, args.warmup
                     )
                     print(f"  {name:16s} {results[name]}", flush=True)
         if "bank_get_routed" in scenarios:
@@ -369,7 +394,7 @@ def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], b
                 app, workers=args.workers, env=routed_env, source=source
             ) as server:
                 results["bank_get_routed"] = run_load(
-                    server, [get], args.concurrency, args.duration, args.warmup
+                    server, get, args.concurrency, args.duration, args.warmup
                 )
                 print(f"  {'bank_get_routed':16s} {results['bank_get_routed']}", flush=True)
     return results, document
@@ -386,7 +411,7 @@ def measure_constant(args, document: bytes) -> dict[str, Any]:
         app_dir=ROOT / "benchmarks",
     ) as server:
         request = http_request("GET", "/constant", token="unused")
-        result = run_load(server, [request], args.concurrency, args.duration, args.warmup)
+        result = run_load(server, always(request), args.concurrency, args.duration, args.warmup)
     print(f"  {'constant_get':16s} {result}", flush=True)
     return result
 
