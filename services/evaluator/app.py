@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
 
 from services.evaluator.decision import decide
-from services.evaluator.design import DesignError
+from services.evaluator.design import DesignError, RankDeficientError
 from services.evaluator.fit import FitError
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
@@ -37,6 +37,7 @@ from services.evaluator.service import (
     registry_error_status,
 )
 from services.evaluator.settings import EvaluatorSettings
+from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.service_jobs import JobPublic, JobStore
 
@@ -73,11 +74,8 @@ def _job_store(request: Request) -> JobStore:
 Jobs = Annotated[JobStore, Depends(_job_store)]
 
 
-def _unprocessable(loc: list[str], message: str) -> HTTPException:
-    return HTTPException(
-        422,
-        detail=[{"loc": ["body", *loc], "msg": message, "type": "value_error"}],
-    )
+def _unprocessable(loc: list[str], message: str, kind: str = "value_error") -> HTTPException:
+    return HTTPException(422, detail=[{"loc": ["body", *loc], "msg": message, "type": kind}])
 
 
 class TaskSelectionError(ValueError):
@@ -178,7 +176,8 @@ def create_app(
         except RegistryError as error:
             raise HTTPException(registry_error_status(error), detail=str(error)) from None
         except DesignError as error:
-            raise _unprocessable([error.field or "task_ids"], str(error)) from None
+            kind = DESIGN_NOT_IDENTIFIED if isinstance(error, RankDeficientError) else "value_error"
+            raise _unprocessable([error.field or "task_ids"], str(error), kind) from None
         finally:
             client.close()
         work = gate_job(

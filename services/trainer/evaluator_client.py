@@ -16,9 +16,22 @@ RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
 class EvaluatorError(RuntimeError):
-    def __init__(self, message: str, status_code: int = 0) -> None:
+    def __init__(
+        self, message: str, status_code: int = 0, error_types: frozenset[str] = frozenset()
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.error_types = error_types  # the `type`s of a 422's detail items
+
+
+def _error_types(response: httpx.Response) -> frozenset[str]:
+    try:
+        detail = response.json().get("detail")
+    except (ValueError, AttributeError):
+        return frozenset()
+    if not isinstance(detail, list):
+        return frozenset()
+    return frozenset(item["type"] for item in detail if isinstance(item, dict) and "type" in item)
 
 
 class EvaluatorUnavailable(EvaluatorError):
@@ -61,6 +74,7 @@ class EvaluatorClient:
                         raise EvaluatorError(
                             f"{method} {path} -> {response.status_code}: {response.text[:2000]}",
                             response.status_code,
+                            _error_types(response),
                         )
                     return response.json()
                 last = f"HTTP {response.status_code}: {response.text[:500]}"

@@ -54,6 +54,7 @@ from services.trainer.treatments import (
 )
 from shared.agent.advantage import training_samples
 from shared.chunks import ChunkContent, InjectedChunk
+from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.hashing import content_hash
 from shared.registry_api.client import (
     Conflict,
@@ -65,6 +66,7 @@ from shared.registry_api.client import (
 from shared.registry_api.schemas import BankPublic, EvidenceCreate, Treatment
 
 STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
+MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see Run.submit_gate)
 ENV_TOKENS = {
     "registry": "TRAINER_REGISTRY_TOKEN",
     "evaluator": "TRAINER_EVALUATOR_TOKEN",
@@ -691,19 +693,10 @@ class Run:
                     round_index=round_index, checkpoint_id=state["checkpoint_id"]
                 )
             if job is None:
-                job = self.evaluator.submit_gate(
-                    {
-                        "round": round_index,
-                        "checkpoint_id": state["checkpoint_id"],
-                        "alias": config.gate.alias,
-                        "base_bank_id": state["bank_id"],
-                        "candidate_ids": record.get("candidate_ids", []),
-                        "n_tasks": config.gate.val_tasks,
-                        "mask_seed": config.gate.mask_seed,
-                        "budget": config.gate.budget,
-                        "move_alias": True,
-                    }
-                )
+                job = self.submit_gate(state, record)
+            if job is None:
+                self.keep_bank_without_gate(state, record, reason="no identifiable design")
+                return
             record["gate_job_id"] = job["id"]
             self.save_record()
             self.console.print(f"round {round_index}: gate job {job['id']} on {url}")
@@ -736,17 +729,51 @@ class Run:
         state.update(round=round_index + 1, phase="train", bank_id=next_bank or state["bank_id"])
         self.save_state(state)
 
-    def keep_bank_without_gate(self, state: dict[str, Any], record: dict[str, Any]) -> None:
-        """An empty S_t and no candidates leave nothing to randomize: S_t stays, no gate runs."""
+    def submit_gate(self, state: dict[str, Any], record: dict[str, Any]) -> dict[str, Any] | None:
+        """Submit the round's gate; None when no mask seed tried gives an identifiable design.
+
+        A small gate (few tasks, many columns) can draw masks under which some coefficient is
+        not identified or a task has leverage 1 (HC3 undefined); the evaluator refuses such a
+        design before any rollout. The masks are then drawn again from the next seed, up to
+        MASK_SEED_ATTEMPTS seeds; the seed used is in the round's record and the gate's."""
+        gate = self.config.gate
+        body = {
+            "round": state["round"],
+            "checkpoint_id": state["checkpoint_id"],
+            "alias": gate.alias,
+            "base_bank_id": state["bank_id"],
+            "candidate_ids": record.get("candidate_ids", []),
+            "n_tasks": gate.val_tasks,
+            "budget": gate.budget,
+            "move_alias": True,
+        }
+        for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
+            try:
+                job = self.evaluator.submit_gate({**body, "mask_seed": mask_seed})
+            except EvaluatorError as error:
+                if DESIGN_NOT_IDENTIFIED not in error.error_types:
+                    raise
+                self.console.print(f"round {state['round']}: mask seed {mask_seed}: {error}")
+                continue
+            record["mask_seed"] = mask_seed
+            return job
+        return None
+
+    def keep_bank_without_gate(
+        self,
+        state: dict[str, Any],
+        record: dict[str, Any],
+        *,
+        reason: str = "empty pool (no current chunk, no candidate)",
+    ) -> None:
+        """S_t stays and the next round begins: an empty S_t without candidates leaves nothing
+        to randomize, and a gate that cannot run has not completed (the method keeps S_t)."""
         record.update(
-            gate_status="skipped: empty pool (no current chunk, no candidate)",
-            next_bank_id=state["bank_id"],
-            adopted=False,
+            gate_status=f"skipped: {reason}", next_bank_id=state["bank_id"], adopted=False
         )
         self.save_record()
         self.console.print(
-            f"round {state['round']}: no chunk and no candidate to test; keeping bank "
-            f"{state['bank_id']} without a gate"
+            f"round {state['round']}: {reason}; keeping bank {state['bank_id']} without a gate"
         )
         state.update(round=state["round"] + 1, phase="train")
         self.save_state(state)

@@ -13,6 +13,7 @@ from registry_server import TOKENS
 from services.evaluator import cli
 from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
 from services.evaluator.service import RECORDS_FILE, read_records
+from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.registry_api.schemas import CardOutcome, DeployableAbstraction, GateStatus
 
 TASKS = [f"task-{i:06d}" for i in range(480)]
@@ -314,11 +315,14 @@ def test_bad_requests_are_4xx_naming_the_field(registry_url, world, tmp_path):
         small = http.post("/v1/gate-jobs", json={**base, "n_tasks": 5})
         assert small.status_code == 422
         assert "rank deficient: change the mask seed or add tasks" in small.text
+        # a design the masks cannot identify is a kind of its own: the trainer redraws for it
+        assert small.json()["detail"][0]["type"] == DESIGN_NOT_IDENTIFIED
         unknown = http.post("/v1/gate-jobs", json={**base, "task_ids": ["task-999999"]})
         assert unknown.status_code == 422 and unknown.json()["detail"][0]["loc"] == [
             "body",
             "task_ids",
         ]
+        assert unknown.json()["detail"][0]["type"] != DESIGN_NOT_IDENTIFIED
         missing_alias = http.post("/v1/gate-jobs", json={**base, "alias": "no-such-alias"})
         assert missing_alias.status_code == 422 and "no-such-alias" in missing_alias.text
         extra = http.post("/v1/gate-jobs", json={**base, "colour": "red"})

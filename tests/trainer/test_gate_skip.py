@@ -1,12 +1,19 @@
 """The method's gate randomizes over current chunks and candidates: with neither there is nothing
-to test, so S_t stays and no gate is asked for (the evaluator refuses an empty design)."""
+to test, so S_t stays and no gate is asked for (the evaluator refuses an empty design). A gate
+whose masks cannot identify the coefficients is drawn again from the next mask seeds; when none
+of them can, the gate has not completed and S_t stays (the method's rule)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import httpx
+import pytest
+
 from services.trainer.config import TrainerConfig
-from services.trainer.orchestrator import Run, ServiceUrls
+from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
+from services.trainer.orchestrator import MASK_SEED_ATTEMPTS, Run, RunError, ServiceUrls
+from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 
 CONFIG = "configs/simulated-tiny.toml"
 
@@ -45,9 +52,24 @@ class RecordingEvaluatorDouble:
         return {"status": "succeeded", "result": {"status": "complete", "registry": registry}}
 
 
-def a_run(tmp_path, n_entries: int, candidates: list[int]):
+class RefusingEvaluatorDouble(RecordingEvaluatorDouble):
+    """An evaluator TEST DOUBLE that refuses the first `refusals` gates with a 422 of `kind`."""
+
+    def __init__(self, refusals: int, kind: str = DESIGN_NOT_IDENTIFIED) -> None:
+        super().__init__()
+        self.refusals, self.kind = refusals, kind
+
+    def submit_gate(self, body):
+        if len(self.submitted) < self.refusals:
+            self.submitted.append(body)
+            raise EvaluatorError("422: rank deficient", 422, frozenset({self.kind}))
+        return super().submit_gate(body)
+
+
+def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None):
     run = Run(TrainerConfig.from_toml(CONFIG), tmp_path, urls=ServiceUrls(), initial_bank=None)
-    run.registry, run.evaluator = RecordingRegistryDouble(n_entries), RecordingEvaluatorDouble()
+    run.registry = RecordingRegistryDouble(n_entries)
+    run.evaluator = evaluator or RecordingEvaluatorDouble()
     run.record["services"] = {"evaluator": "http://127.0.0.1:9"}
     run.round_record(0)["candidate_ids"] = candidates
     state = {"round": 0, "phase": "gate", "bank_id": 5, "checkpoint_id": "ckpt"}
@@ -70,3 +92,41 @@ def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(t
         assert len(run.evaluator.submitted) == 1
         assert run.evaluator.submitted[0]["candidate_ids"] == candidates
         assert state["bank_id"] == 99 and run.round_record(0)["adopted"] is True
+
+
+def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_path):
+    run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=2))
+    first = run.config.gate.mask_seed
+    assert [body["mask_seed"] for body in run.evaluator.submitted] == [first, first + 1, first + 2]
+    assert run.round_record(0)["mask_seed"] == first + 2
+    assert state["bank_id"] == 99 and run.round_record(0)["adopted"] is True
+
+
+def test_when_no_mask_seed_identifies_the_design_s_t_stays_and_training_goes_on(tmp_path):
+    run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=99))
+    assert len(run.evaluator.submitted) == MASK_SEED_ATTEMPTS
+    assert state == {"round": 1, "phase": "train", "bank_id": 5, "checkpoint_id": "ckpt"}
+    record = run.round_record(0)
+    assert record["adopted"] is False and record["next_bank_id"] == 5
+    assert record["gate_status"] == "skipped: no identifiable design"
+
+
+def test_any_other_refusal_stops_the_run_without_a_second_try(tmp_path):
+    evaluator = RefusingEvaluatorDouble(refusals=99, kind="value_error")
+    with pytest.raises(RunError, match="the evaluator refused the gate"):
+        a_run(tmp_path, 2, [11], evaluator=evaluator)
+    assert len(evaluator.submitted) == 1
+
+
+def test_the_client_reads_the_types_of_a_422():
+    detail = [{"loc": ["body", "task_ids"], "msg": "rank deficient", "type": DESIGN_NOT_IDENTIFIED}]
+    client = EvaluatorClient("http://evaluator.test", retries=0)
+    client._http = httpx.Client(
+        base_url="http://evaluator.test",
+        transport=httpx.MockTransport(lambda request: httpx.Response(422, json={"detail": detail})),
+    )
+    with pytest.raises(EvaluatorError) as refused:
+        client.submit_gate({"round": 0})
+    assert refused.value.status_code == 422
+    assert refused.value.error_types == {DESIGN_NOT_IDENTIFIED}
+    client.close()
