@@ -58,6 +58,7 @@ import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
 from services.registry.settings import hash_token  # noqa: E402
+from shared.http_retry import wait_until_ready  # noqa: E402
 
 TOKENS = {"operator": "bench-operator", "analyst": "bench-analyst", "reader": "bench-reader"}
 
@@ -127,16 +128,8 @@ def uvicorn_process(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300  # a loaded machine starts servers slowly
-        while True:
-            try:
-                if httpx.get(f"{url}/openapi.json", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{target} did not start")
-            time.sleep(0.1)
+        # a loaded machine starts servers slowly
+        wait_until_ready(url, process, path="/openapi.json", timeout=300, poll=0.1)
         yield port, process.pid
     finally:
         process.terminate()

@@ -8,6 +8,7 @@ answers. The retries run the procedural TEST DOUBLE policy."""
 
 import uuid
 
+from gate_service_support import card_body, content
 from registry_server import TOKENS
 
 from services.analyst.compiler import Compilation, CompiledCandidate
@@ -15,22 +16,13 @@ from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import compile_round_job
 from services.analyst.store import GroupStore
 from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
-from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
+from shared.registry_api.schemas import CardCreate
 
 
 def one_add(card_id: int, tag: str):
-    content = ChunkContent(
-        title=f"Check the size {tag}",
-        applies_when="the task names a size",
-        procedure=["Open the product page.", "Compare its size with the task's."],
-        verify="The size on the page equals the task's.",
-        avoid="Buying from the results list alone.",
-    )
-
     def compiler(cards, **_):
-        candidate = CompiledCandidate("ADD", None, "wrong size", content, (card_id,), "sig")
+        candidate = CompiledCandidate("ADD", None, "wrong size", content(tag), (card_id,), "sig")
         return Compilation(candidates=[candidate])
 
     return compiler
@@ -44,18 +36,7 @@ def test_a_retried_compile_keeps_the_candidates_its_interrupted_attempt_stored(
     evaluator = RegistryClient(registry_url, TOKENS["evaluator"])
     bank = evaluator.create_bank([], round=0)
     evaluator.freeze_bank(bank.id)
-    card = analyst.create_card(
-        {
-            "round": 0,
-            "task_id": "task-000001",
-            "outcome": CardOutcome.ADD,
-            "eligible": True,
-            "deployable": DeployableAbstraction(
-                failure_mechanism="m", applicable_when="a", observable_trigger="t",
-                corrective_procedure="p", verification_step="v",
-            ),
-        }
-    )  # fmt: skip
+    card = analyst.create_card(card_body(0))
     settings = AnalystSettings(
         registry_url=registry_url, registry_token=TOKENS["analyst"], data_dir=tmp_path
     )
@@ -116,14 +97,7 @@ def test_a_retried_compile_reuses_cards_stored_before_the_groups_were_recorded(
 
     def analyzer(request):
         diagnosed.append(request.trajectory.task_id)
-        return CardCreate(
-            round=request.round, task_id=request.trajectory.task_id, outcome=CardOutcome.ADD,
-            eligible=True,
-            deployable=DeployableAbstraction(
-                failure_mechanism="m", applicable_when="a", observable_trigger="t",
-                corrective_procedure="p", verification_step="v",
-            ),
-        )  # fmt: skip
+        return CardCreate(**card_body(request.round, request.trajectory.task_id))
 
     def compile_round(attempt: str) -> dict:
         body = CompileRoundCreate(

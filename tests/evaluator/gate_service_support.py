@@ -15,6 +15,7 @@ from services.evaluator.settings import EvaluatorSettings
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
 
 
 def content(tag: str) -> ChunkContent:
@@ -25,6 +26,20 @@ def content(tag: str) -> ChunkContent:
         verify="the size is selected",
         avoid="buying before choosing a size",
     )
+
+
+def card_body(round_number: int, task_id: str = "task-000001") -> dict:
+    """An eligible ADD card with a placeholder deployable part (no gold in it)."""
+    return {
+        "round": round_number,
+        "task_id": task_id,
+        "outcome": CardOutcome.ADD,
+        "eligible": True,
+        "deployable": DeployableAbstraction(
+            failure_mechanism="m", applicable_when="a", observable_trigger="t",
+            corrective_procedure="p", verification_step="v",
+        ),
+    }  # fmt: skip
 
 
 def client(url, role="evaluator") -> RegistryClient:

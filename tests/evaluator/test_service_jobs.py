@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 from fastapi.testclient import TestClient
-from gate_service_support import client, content, simulated_identity, wait
+from gate_service_support import card_body, client, content, simulated_identity, wait
 from gate_service_support import make_app as make_service_app
 from registry_server import TOKENS
 
@@ -14,7 +14,7 @@ from services.evaluator import cli
 from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
 from services.evaluator.service import RECORDS_FILE, read_records
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction, GateStatus
+from shared.registry_api.schemas import GateStatus
 
 TASKS = [f"task-{i:06d}" for i in range(480)]
 ROUNDS = itertools.count(100)
@@ -45,18 +45,7 @@ def world(registry_url):
     evaluator.freeze_bank(bank.id)
     alias = f"cur-{tag}"
     evaluator.create_alias(alias, bank.id, reason="test setup")
-    card = analyst.create_card(
-        {
-            "round": round_number,
-            "task_id": "task-000001",
-            "outcome": CardOutcome.ADD,
-            "eligible": True,
-            "deployable": DeployableAbstraction(
-                failure_mechanism="m", applicable_when="a", observable_trigger="t",
-                corrective_procedure="p", verification_step="v",
-            ),
-        }
-    )  # fmt: skip
+    card = analyst.create_card(card_body(round_number))
     add = analyst.create_candidate(
         {"round": round_number, "operation": "ADD", "slug": f"n1-{tag}",
          "content": content(f"n1-{tag}"), "source_card_ids": [card.id]}
