@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.trainer.loss import aggregate, check_case, clipped_surrogate_loss, pad
+from services.trainer.loss import aggregate, check_case, check_cases, clipped_surrogate_loss, pad
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "trainer" / "grpo-loss-cases"
 REPO = Path(__file__).resolve().parents[2]
@@ -266,3 +266,40 @@ def test_the_trainer_refuses_an_unknown_aggregation_by_name():
     values = torch.zeros(1, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"one of \('sample_mean', 'token_mean'\), not 'mean'"):
         aggregate(values, torch.ones_like(values), "mean")
+
+
+def test_loss_check_reads_the_shared_cases_file_one_result_per_case():
+    document = json.loads((CASES / "cases.json").read_text())
+    results = check_cases(document)
+    assert [r["name"] for r in results] == [c["name"] for c in document["cases"]]
+    for case, result in zip(document["cases"], results, strict=True):
+        expected = case["expected"]
+        assert result["loss"] == pytest.approx(expected["loss"], abs=1e-9), case["name"]
+        assert result["clip_fraction"] == pytest.approx(expected["clip_fraction"], abs=1e-9)
+        for got, want in zip(result["grad_logprobs"], expected["grad_logprobs"], strict=True):
+            assert got == pytest.approx(want, abs=1e-9), case["name"]
+
+
+def test_loss_check_names_the_malformed_case_of_a_cases_file():
+    document = json.loads((CASES / "cases.json").read_text())
+    document["cases"][2].pop("clip_low")
+    with pytest.raises(ValueError, match=rf"case 2 \({document['cases'][2]['name']}\): the case "):
+        check_cases(document)
+    with pytest.raises(ValueError, match="must be a list"):
+        check_cases({"cases": {"a": 1}})
+
+
+def test_the_cli_prints_one_json_line_per_case_of_the_cases_file():
+    document = json.loads((CASES / "cases.json").read_text())
+    path = CASES / "cases.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["name"] for line in lines] == [case["name"] for case in document["cases"]]
+    for case, line in zip(document["cases"], lines, strict=True):
+        assert line["loss"] == pytest.approx(case["expected"]["loss"], abs=1e-9)
