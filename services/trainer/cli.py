@@ -59,10 +59,6 @@ def run(
         typer.Option(help="S_0: a frozen bank id or an alias (default: the gate alias)"),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
-    analyst_standin: Annotated[
-        bool,
-        typer.Option(help="no --analyst-url: start the recording analyst STAND-IN (a test double)"),
-    ] = False,
 ) -> None:
     """Train: rounds of rollout steps, each interval ending with a checkpoint and a gate.
 
@@ -76,12 +72,7 @@ def run(
     except (ConfigError, OSError) as error:
         print(f"intraskill train run: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
-    urls = ServiceUrls(
-        registry=registry_url,
-        evaluator=evaluator_url,
-        analyst=analyst_url,
-        analyst_standin=analyst_standin,
-    )
+    urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
     try:
         train(settings, out, urls=urls, initial_bank=initial_bank, config_path=config)
     except RunError as error:

@@ -6,8 +6,8 @@
   model, or the `simulated` / `procedural` test doubles), jobs in the run folder;
 * analyst: `intraskill analyst serve` (the real slow loop: retries, rules analyst, compiler),
   reaching the same registry and evaluator, its retries and live tests on the backend the
-  compile request names, data in the run folder. The recording STAND-IN (`analyst_standin.py`)
-  starts instead only when a test asks for it (`--analyst-standin`).
+  compile request names, data in the run folder. (Tests that count the trainer's calls start
+  a recording analyst TEST DOUBLE themselves and pass its URL.)
 
 Children die with the trainer (PR_SET_PDEATHSIG), so a `kill -9` leaves no orphan holding a
 port or the SQLite file; a resumed run starts them again on the same folders.
@@ -128,21 +128,6 @@ class LocalStack:
         }
         argv = ["-m", "shared.cli", "analyst", "serve", "--port", str(port)]
         return self._start("analyst", argv, env, port)
-
-    def start_analyst_standin(self) -> str:
-        """The recording TEST DOUBLE of the analyst, for tests that count the trainer's calls."""
-
-        port = free_port()
-        folder = (self.folder / "analyst-standin").resolve()
-        argv = [
-            "-m",
-            "services.trainer.analyst_standin",
-            "--port",
-            str(port),
-            "--folder",
-            str(folder),
-        ]
-        return self._start("analyst", argv, {}, port)
 
     def close(self) -> None:
         for process in self.processes.values():

@@ -7,7 +7,12 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from services.trainer.local_stack import free_port
+from shared.http_retry import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -41,6 +46,21 @@ def run_train(config: Path, out: Path, *extra: str, timeout: float = 900, **env:
         text=True,
         timeout=timeout,
     )
+
+
+@contextmanager
+def analyst_standin(folder: Path) -> Iterator[str]:
+    """The recording analyst TEST DOUBLE on loopback (state in `folder`); yields its URL."""
+    port = free_port()
+    argv = ["-m", "tests.trainer.analyst_standin", "--port", str(port), "--folder", str(folder)]
+    process = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=environment())
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, process, timeout=60)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def metrics(out: Path) -> list[dict]:

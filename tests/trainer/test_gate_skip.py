@@ -9,10 +9,13 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from rich.console import Console
 
 from services.trainer.config import TrainerConfig
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
-from services.trainer.orchestrator import MASK_SEED_ATTEMPTS, Run, RunError, ServiceUrls
+from services.trainer.gate_round import MASK_SEED_ATTEMPTS, gate_round
+from services.trainer.run_context import RunContext, RunError, RunRecord
+from services.trainer.service_lifecycle import ServiceClients
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 
 CONFIG = "configs/simulated-tiny.toml"
@@ -67,21 +70,25 @@ class RefusingEvaluatorDouble(RecordingEvaluatorDouble):
 
 
 def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None):
-    run = Run(TrainerConfig.from_toml(CONFIG), tmp_path, urls=ServiceUrls(), initial_bank=None)
-    run.registry = RecordingRegistryDouble(n_entries)
-    run.evaluator = evaluator or RecordingEvaluatorDouble()
-    run.record["services"] = {"evaluator": "http://127.0.0.1:9"}
-    run.round_record(0)["candidate_ids"] = candidates
+    config = TrainerConfig.from_toml(CONFIG)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    run = RunContext(config, tmp_path, RunRecord(tmp_path, config), Console(stderr=True))
+    urls = {"evaluator": "http://127.0.0.1:9"}
+    run.clients = ServiceClients(
+        RecordingRegistryDouble(n_entries), evaluator or RecordingEvaluatorDouble(), None, urls
+    )
+    run.record.data["services"] = urls
+    run.record.round(0)["candidate_ids"] = candidates
     state = {"round": 0, "phase": "gate", "bank_id": 5, "checkpoint_id": "ckpt"}
-    run.gate_round(state)
+    gate_round(run, state)
     return run, state
 
 
 def test_an_empty_bank_without_candidates_keeps_s_t_and_asks_no_gate(tmp_path):
     run, state = a_run(tmp_path, n_entries=0, candidates=[])
-    assert run.evaluator.submitted == []
+    assert run.clients.evaluator.submitted == []
     assert state == {"round": 1, "phase": "train", "bank_id": 5, "checkpoint_id": "ckpt"}
-    record = run.round_record(0)
+    record = run.record.round(0)
     assert record["adopted"] is False and record["next_bank_id"] == 5
     assert record["gate_status"].startswith("skipped")
 
@@ -89,24 +96,28 @@ def test_an_empty_bank_without_candidates_keeps_s_t_and_asks_no_gate(tmp_path):
 def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(tmp_path):
     for n_entries, candidates in ((0, [11]), (2, [])):
         run, state = a_run(tmp_path / f"{n_entries}-{len(candidates)}", n_entries, candidates)
-        assert len(run.evaluator.submitted) == 1
-        assert run.evaluator.submitted[0]["candidate_ids"] == candidates
-        assert state["bank_id"] == 99 and run.round_record(0)["adopted"] is True
+        assert len(run.clients.evaluator.submitted) == 1
+        assert run.clients.evaluator.submitted[0]["candidate_ids"] == candidates
+        assert state["bank_id"] == 99 and run.record.round(0)["adopted"] is True
 
 
 def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_path):
     run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=2))
     first = run.config.gate.mask_seed
-    assert [body["mask_seed"] for body in run.evaluator.submitted] == [first, first + 1, first + 2]
-    assert run.round_record(0)["mask_seed"] == first + 2
-    assert state["bank_id"] == 99 and run.round_record(0)["adopted"] is True
+    assert [body["mask_seed"] for body in run.clients.evaluator.submitted] == [
+        first,
+        first + 1,
+        first + 2,
+    ]
+    assert run.record.round(0)["mask_seed"] == first + 2
+    assert state["bank_id"] == 99 and run.record.round(0)["adopted"] is True
 
 
 def test_when_no_mask_seed_identifies_the_design_s_t_stays_and_training_goes_on(tmp_path):
     run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=99))
-    assert len(run.evaluator.submitted) == MASK_SEED_ATTEMPTS
+    assert len(run.clients.evaluator.submitted) == MASK_SEED_ATTEMPTS
     assert state == {"round": 1, "phase": "train", "bank_id": 5, "checkpoint_id": "ckpt"}
-    record = run.round_record(0)
+    record = run.record.round(0)
     assert record["adopted"] is False and record["next_bank_id"] == 5
     assert record["gate_status"] == "skipped: no identifiable design"
 

@@ -20,6 +20,7 @@ from services.trainer.config import TrainerConfig
 from tests.trainer.run_support import (
     CONFIGS,
     REPO,
+    analyst_standin,
     environment,
     metrics,
     registry_rows,
@@ -63,7 +64,7 @@ def assert_complete_run(out, config: TrainerConfig) -> None:
     evidence = registry_rows(out, "all_wrong_groups")
     keys = [(row["round"], row["group_index"]) for row in evidence]
     assert len(keys) == len(set(keys)) == sum(line["all_wrong_groups"] for line in lines)
-    standin = json.loads((out / "services" / "analyst-standin" / "state.json").read_text())
+    standin = json.loads((out.parent / "analyst-standin" / "state.json").read_text())
     assert len(standin["groups"]) == len(evidence)
 
 
@@ -71,8 +72,19 @@ def assert_complete_run(out, config: TrainerConfig) -> None:
 def test_a_simulated_run_resumes_after_kill_9(tmp_path, path):
     config = TrainerConfig.from_toml(path)
     out = tmp_path / "run"
+    with analyst_standin(tmp_path / "analyst-standin") as analyst:
+        interrupted_then_resumed(path, out, config, "--analyst-url", analyst)
+    assert_complete_run(out, config)
+    # replayed idempotent writes: evidence and checkpoints were not created twice
+    log = (tmp_path / "analyst-standin" / "calls.jsonl").read_text().splitlines()
+    compiles = [json.loads(line) for line in log if "compile" in line]
+    assert len([c for c in compiles if not c["replayed"]]) == config.rounds
+
+
+def interrupted_then_resumed(path, out, config: TrainerConfig, *extra: str) -> None:
+    """Kill the run with SIGKILL inside round 1, then rerun the same command to the end."""
     process = subprocess.Popen(
-        train_command(path, out, "--analyst-standin"),
+        train_command(path, out, *extra),
         cwd=REPO,
         env=environment(),
         stdout=subprocess.DEVNULL,
@@ -97,20 +109,15 @@ def test_a_simulated_run_resumes_after_kill_9(tmp_path, path):
     assert process.returncode == -signal.SIGKILL
     services = json.loads((out / "run.json").read_text())["services"]
     time.sleep(1.0)
-    for name in ("registry", "evaluator", "analyst"):  # the children died with the trainer
+    for name in ("registry", "evaluator"):  # the children died with the trainer
         with pytest.raises(httpx.TransportError):
             httpx.get(services[name] + "/healthz", timeout=2)
     state = json.loads((out / "state.json").read_text())
     assert state["metrics_lines"] == config.steps_per_round  # the last checkpoint: round 0's end
 
-    done = run_train(path, out, "--analyst-standin")
+    done = run_train(path, out, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr
-    assert_complete_run(out, config)
-    # replayed idempotent writes: evidence and checkpoints were not created twice
-    log = (out / "services" / "analyst-standin" / "calls.jsonl").read_text().splitlines()
-    compiles = [json.loads(line) for line in log if "compile" in line]
-    assert len([c for c in compiles if not c["replayed"]]) == config.rounds
 
 
 def test_an_unreachable_registry_stops_the_run_with_what_to_restart(tmp_path):

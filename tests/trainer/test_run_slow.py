@@ -8,18 +8,24 @@ import json
 import pytest
 
 from services.trainer.config import TrainerConfig
-from tests.trainer.run_support import CONFIGS, run_train
+from tests.trainer.run_support import CONFIGS, analyst_standin, run_train
 from tests.trainer.test_run_simulated import assert_complete_run
 
 pytestmark = pytest.mark.slow
-STANDIN = ("--analyst-standin",)  # the recording analyst TEST DOUBLE: these runs count calls
 
 
 def test_paper_preset_with_the_simulated_policy_has_the_release_totals(tmp_path):
     out = tmp_path / "paper"
-    done = run_train(
-        CONFIGS / "paper.toml", out, "--policy", "simulated", "--analyst-standin", timeout=3600
-    )
+    with analyst_standin(tmp_path / "analyst-standin") as analyst:  # counts the trainer's calls
+        done = run_train(
+            CONFIGS / "paper.toml",
+            out,
+            "--policy",
+            "simulated",
+            "--analyst-url",
+            analyst,
+            timeout=3600,
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     config = TrainerConfig.from_toml(CONFIGS / "paper.toml", policy="simulated")
     assert_complete_run(out, config)
@@ -36,15 +42,17 @@ def test_an_evaluator_that_is_down_at_the_gate_stops_the_run_and_a_rerun_finishe
     text = (CONFIGS / "simulated-small.toml").read_text()
     config_path.write_text(text.replace("seed = 20260901", "seed = 20260901\nservice_retries = 1"))
     out = tmp_path / "run"
-    done = run_train(
-        config_path, out, "--evaluator-url", "http://127.0.0.1:9", "--rounds", "1", *STANDIN
-    )
-    assert done.returncode == 1
-    assert "evaluator at http://127.0.0.1:9 is unreachable" in done.stderr
-    assert "intraskill gate serve" in done.stderr
-    state = json.loads((out / "state.json").read_text())
-    assert state["phase"] == "gate" and state["step"] == 3  # trained, checkpointed, compiled
-    done = run_train(config_path, out, "--rounds", "1", *STANDIN)  # a local evaluator now
+    with analyst_standin(tmp_path / "analyst-standin") as analyst:
+        standin = ("--analyst-url", analyst)
+        done = run_train(
+            config_path, out, "--evaluator-url", "http://127.0.0.1:9", "--rounds", "1", *standin
+        )
+        assert done.returncode == 1
+        assert "evaluator at http://127.0.0.1:9 is unreachable" in done.stderr
+        assert "intraskill gate serve" in done.stderr
+        state = json.loads((out / "state.json").read_text())
+        assert state["phase"] == "gate" and state["step"] == 3  # trained, checkpointed, compiled
+        done = run_train(config_path, out, "--rounds", "1", *standin)  # a local evaluator now
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == [1, 2, 3]  # the gate ran; no step was redone

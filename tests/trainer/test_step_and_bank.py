@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.trainer.bank_resolution import curriculum_from_bank
 from services.trainer.config import TrainerConfig
-from services.trainer.orchestrator import RunError, curriculum_from_bank
 from services.trainer.rollouts import SimulatedRollouts
+from services.trainer.run_context import RunError
 from services.trainer.step import TaskStream, rollout_step
 from services.trainer.treatments import CurriculumChunk, CurriculumState, InconsistentGroup
 from shared.agent.backends.simulated import SimulatedBackend, SimulatedPolicyModel

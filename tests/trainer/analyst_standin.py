@@ -1,14 +1,14 @@
-"""A STAND-IN for the analyst service: it records the trainer's calls and compiles nothing.
+"""A TEST DOUBLE of the analyst service: it records the trainer's calls and compiles nothing.
 
 It answers the analyst's HTTP contract (`shared/analyst_api`) for the routes the trainer uses:
 all-wrong group submissions (idempotent on run, round, step and group index; a different body
 under the same key is a 409) and round compile jobs (idempotent on the Idempotency-Key), which
 succeed at once with no candidates and the round's funnel counts. Every call is appended to
 `calls.jsonl` and the state survives a restart (`state.json`), so a resumed trainer sees what it
-already submitted. The trainer starts it when no analyst URL is given and the real analyst is
-not wanted; the real service replaces it by URL.
+already submitted. Tests that count the trainer's calls start it (`run_support.analyst_standin`)
+and pass its URL with `--analyst-url`; the trainer never starts it.
 
-    python -m services.trainer.analyst_standin --port 0 --folder runs/x/services/analyst
+    python -m tests.trainer.analyst_standin --port 8200 --folder runs/x/analyst-standin
 """
 
 from __future__ import annotations

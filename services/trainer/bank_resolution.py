@@ -1,0 +1,117 @@
+"""Which frozen bank a round trains on, and the curriculum it implies.
+
+S_0 is the bank given by id or alias (the gate alias by default); a fresh local registry with no
+such alias gets a STAND-IN S_0 (in place of the cold start and Gate A). Each round pins its bank:
+frozen, and with the hash it had when the round began.
+"""
+
+from __future__ import annotations
+
+from services.trainer.config import TrainerConfig
+from services.trainer.run_context import RunContext, RunError
+from services.trainer.treatments import CurriculumChunk, CurriculumState, rho_from_coefficients
+from shared.chunks import ChunkContent, InjectedChunk
+from shared.hashing import hash_uniform
+from shared.registry_api.client import NotFound, RegistryClient
+from shared.registry_api.schemas import BankPublic
+
+
+def curriculum_from_bank(
+    bank: BankPublic, config: TrainerConfig
+) -> tuple[CurriculumState, list[InjectedChunk]]:
+    """The interval's curriculum: the bank's chunks in bank order with their rho.
+
+    When every entry carries the gate coefficient that admitted it, rho must be the method's
+    mapping of those coefficients (a bank whose rho disagrees is refused).
+    """
+    if bank.content_hash is None or bank.frozen_at is None:
+        raise RunError(f"bank {bank.id} is not frozen: the trainer trains on frozen banks only")
+    if abs(bank.q - config.q) > 1e-12:
+        raise RunError(f"bank {bank.id} has q={bank.q}, the config q={config.q}")
+    entries = sorted(bank.entries, key=lambda entry: entry.position)
+    if entries and all(entry.coefficient is not None for entry in entries):
+        expected = rho_from_coefficients(
+            {entry.slug: entry.coefficient for entry in entries},  # type: ignore[misc]
+            rho_min=config.rho_min,
+            rho_max=config.rho_max,
+        )
+        for entry in entries:
+            if abs(expected[entry.slug] - entry.rho) > 1e-9:
+                raise RunError(
+                    f"bank {bank.id}: {entry.slug} has rho {entry.rho}, its coefficient gives "
+                    f"{expected[entry.slug]}"
+                )
+    chunks = tuple(
+        CurriculumChunk(entry.chunk_id, entry.slug, entry.version, entry.content_hash, entry.rho)
+        for entry in entries
+    )
+    state = CurriculumState(
+        bank_id=bank.id, bank_hash=bank.content_hash, q=bank.q, seed=config.seed, chunks=chunks
+    )
+    injected = [
+        InjectedChunk(chunk_id=e.slug, version=e.version, content=e.content) for e in entries
+    ]
+    return state, injected
+
+
+def resolve_initial_bank(
+    context: RunContext, name: str, *, local_operator: RegistryClient | None
+) -> int:
+    """S_0's id: `name` is an id or an alias. Only our own local registry (`local_operator`
+    given) may get a stand-in S_0 when the alias is missing."""
+    if name.isdigit():
+        return int(name)
+    try:
+        return context.clients.registry.get_alias(name).bank_id
+    except NotFound:
+        if local_operator is not None:
+            return seed_standin_bank(context, name, local_operator)
+        raise RunError(
+            f"no bank behind alias {name!r}: run the cold start first or pass --initial-bank"
+        ) from None
+
+
+def seed_standin_bank(context: RunContext, alias: str, operator: RegistryClient) -> int:
+    """A STAND-IN S_0 for a fresh local registry (in place of the cold start and Gate A):
+    four operator chunks with hash-derived positive coefficients, frozen, aliased."""
+    config, run_id = context.config, context.run_id
+    coefficients = {}
+    for index, topic in enumerate(("query", "options", "price", "verify")):
+        content = ChunkContent(
+            title=f"Stand-in chunk: {topic}",
+            applies_when=f"the task mentions its {topic} requirements",
+            procedure=[f"check the {topic} requirement", "act on the matching option"],
+            verify=f"the {topic} on the page matches the task",
+            avoid=f"guessing the {topic}",
+        )
+        chunk = operator.create_chunk(
+            f"standin-{topic}", content, idempotency_key=f"{run_id}:s0:chunk:{index}"
+        )
+        coefficients[chunk.latest.id] = 0.01 + 0.05 * hash_uniform(run_id, topic)
+    rho = rho_from_coefficients(coefficients, rho_min=config.rho_min, rho_max=config.rho_max)
+    entries = [
+        {"chunk_version_id": vid, "rho": rho[vid], "coefficient": coefficients[vid]}
+        for vid in coefficients
+    ]
+    bank = operator.create_bank(
+        entries,
+        q=config.q,
+        note="stand-in S_0 seeded by the trainer's local stack (no cold start ran)",
+        idempotency_key=f"{run_id}:s0:bank",
+    )
+    operator.freeze_bank(bank.id, idempotency_key=f"{run_id}:s0:freeze")
+    operator.create_alias(alias, bank.id, reason="stand-in S_0 for a local run")
+    return bank.id
+
+
+def pin_bank(registry: RegistryClient, bank_id: int, expected_hash: str | None) -> BankPublic:
+    """The bank, refused unless frozen and (when given) still of the expected hash."""
+    summary = registry.bank_summary(bank_id)
+    if summary.status.value != "frozen":
+        raise RunError(f"bank {bank_id} is {summary.status.value}, not frozen")
+    bank = registry.get_bank(bank_id, revalidate=True)
+    if expected_hash is not None and bank.content_hash != expected_hash:
+        raise RunError(
+            f"bank {bank_id} hash {bank.content_hash} differs from the pinned {expected_hash}"
+        )
+    return bank

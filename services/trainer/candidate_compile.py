@@ -1,0 +1,46 @@
+"""The round's compile: the analyst turns the round's all-wrong groups into candidate chunks
+for the gate, as a job on the frozen checkpoint (idempotent per run and round)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from services.trainer.run_context import RunContext, RunError, unavailable
+from services.trainer.service_lifecycle import BACKENDS
+
+
+def compile_round(context: RunContext, state: dict[str, Any]) -> None:
+    from shared.analyst_api.client import AnalystError
+
+    config, analyst = context.config, context.clients.analyst
+    round_index, record = state["round"], context.record.round(state["round"])
+    body = {
+        "run_id": context.run_id,
+        "round": round_index,
+        "bank_id": state["bank_id"],
+        "policy": {
+            "checkpoint_id": state["checkpoint_id"],
+            "weights_uri": Path(state["checkpoint_dir"]).as_uri(),
+            "backend": BACKENDS[config.policy],
+        },
+        "env_preset": config.env_preset,
+        "max_candidates": config.gate.max_candidates,
+    }
+    try:
+        job = analyst.compile_round(body, idempotency_key=f"{context.run_id}:compile:{round_index}")
+        done = analyst.wait(job.id, timeout=config.gate.timeout_s, poll=config.gate.poll_s)
+    except AnalystError as error:
+        if error.status_code == 0 or error.status_code >= 500:
+            url = context.record.service_url("analyst")
+            raise unavailable("analyst", url, error, "intraskill analyst serve") from None
+        raise RunError(f"the analyst refused or failed the compile: {error}") from None
+    result = done.result or {}
+    record.update(
+        compile_job_id=job.id,
+        candidate_ids=list(result.get("candidate_ids", [])),
+        funnel=result.get("funnel"),
+    )
+    context.record.save()
+    state["phase"] = "gate"
+    context.save_state(state)

@@ -1,0 +1,134 @@
+"""The interval's gate: the evaluator's paired randomized experiment on the frozen checkpoint
+with S_t and the round's candidates. S_{t+1} is adopted only when the gate completes; otherwise
+S_t stays (the method's rule). A restart finds the gate it already asked for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from services.trainer.bank_resolution import pin_bank
+from services.trainer.evaluator_client import EvaluatorError
+from services.trainer.local_stack import StackError
+from services.trainer.run_context import RunContext, RunError, unavailable
+from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
+
+MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)
+
+
+def gate_round(context: RunContext, state: dict[str, Any]) -> None:
+    config, round_index = context.config, state["round"]
+    evaluator = context.clients.evaluator
+    record = context.record.round(round_index)
+    url = context.record.service_url("evaluator")
+    registry = context.clients.registry
+    if not record.get("candidate_ids") and not pin_bank(registry, state["bank_id"], None).entries:
+        keep_bank_without_gate(context, state, record)
+        return
+    try:
+        job = _known_gate_job(context, record.get("gate_job_id"))
+        if job is None or (job["status"] == "failed" and job.get("error") == "interrupted"):
+            job = evaluator.find_gate(round_index=round_index, checkpoint_id=state["checkpoint_id"])
+        if job is None:
+            job = submit_gate(context, state, record)
+        if job is None:
+            keep_bank_without_gate(context, state, record, reason="no identifiable design")
+            return
+        record["gate_job_id"] = job["id"]
+        context.record.save()
+        context.console.print(f"round {round_index}: gate job {job['id']} on {url}")
+        job = evaluator.wait(job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s)
+    except EvaluatorError as error:
+        if error.status_code == 0:
+            raise unavailable("evaluator", url, error, "intraskill gate serve") from None
+        raise RunError(f"the evaluator refused the gate: {error}") from None
+    except (httpx.HTTPError, StackError) as error:
+        raise unavailable("evaluator", url, error, "intraskill gate serve") from None
+    _adopt_or_keep(context, state, record, job)
+
+
+def _adopt_or_keep(
+    context: RunContext, state: dict[str, Any], record: dict[str, Any], job: dict[str, Any]
+) -> None:
+    result = job.get("result") or {}
+    registry = result.get("registry") or {}
+    complete = job["status"] == "succeeded" and result.get("status") == "complete"
+    next_bank = registry.get("bank_id") if complete else None
+    record.update(
+        gate_status=result.get("status") or job["status"],
+        gate_error=job.get("error"),
+        gate_run_id=registry.get("gate_run_id"),
+        gate_decision_id=registry.get("decision_id"),
+        next_bank_id=next_bank or state["bank_id"],
+        adopted=bool(next_bank),
+    )
+    context.record.save()
+    context.console.print(
+        f"round {state['round']}: gate {record['gate_status']}, run {record['gate_run_id']}; "
+        + (f"adopted bank {next_bank}" if next_bank else f"keeping bank {state['bank_id']}")
+    )
+    state.update(round=state["round"] + 1, phase="train", bank_id=next_bank or state["bank_id"])
+    context.save_state(state)
+
+
+def submit_gate(
+    context: RunContext, state: dict[str, Any], record: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Submit the round's gate; None when no mask seed tried gives an identifiable design.
+
+    A small gate (few tasks, many columns) can draw masks under which some coefficient is
+    not identified or a task has leverage 1 (HC3 undefined); the evaluator refuses such a
+    design before any rollout. The masks are then drawn again from the next seed, up to
+    MASK_SEED_ATTEMPTS seeds; the seed used is in the round's record and the gate's."""
+    gate = context.config.gate
+    body = {
+        "round": state["round"],
+        "checkpoint_id": state["checkpoint_id"],
+        "alias": gate.alias,
+        "base_bank_id": state["bank_id"],
+        "candidate_ids": record.get("candidate_ids", []),
+        "n_tasks": gate.val_tasks,
+        "budget": gate.budget,
+        "move_alias": True,
+    }
+    for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
+        try:
+            job = context.clients.evaluator.submit_gate({**body, "mask_seed": mask_seed})
+        except EvaluatorError as error:
+            if DESIGN_NOT_IDENTIFIED not in error.error_types:
+                raise
+            context.console.print(f"round {state['round']}: mask seed {mask_seed}: {error}")
+            continue
+        record["mask_seed"] = mask_seed
+        return job
+    return None
+
+
+def keep_bank_without_gate(
+    context: RunContext,
+    state: dict[str, Any],
+    record: dict[str, Any],
+    *,
+    reason: str = "empty pool (no current chunk, no candidate)",
+) -> None:
+    """S_t stays and the next round begins: an empty S_t without candidates leaves nothing
+    to randomize, and a gate that cannot run has not completed (the method keeps S_t)."""
+    record.update(gate_status=f"skipped: {reason}", next_bank_id=state["bank_id"], adopted=False)
+    context.record.save()
+    context.console.print(
+        f"round {state['round']}: {reason}; keeping bank {state['bank_id']} without a gate"
+    )
+    state.update(round=state["round"] + 1, phase="train")
+    context.save_state(state)
+
+
+def _known_gate_job(context: RunContext, job_id: str | None) -> dict[str, Any] | None:
+    if not job_id:
+        return None
+    try:
+        return context.clients.evaluator.gate_job(job_id)
+    except EvaluatorError as error:
+        if error.status_code == 404:  # another evaluator (its jobs folder) than before
+            return None
+        raise

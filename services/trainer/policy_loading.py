@@ -1,0 +1,112 @@
+"""The policy a run trains and where its rollouts come from.
+
+A fresh run loads the base weights (or the warm start's); a resumed one loads the last
+checkpoint's weights and optimizer state. The test-double policies (simulated, procedural) train
+real tensors of the tiny model whatever the preset names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from services.trainer.policy import Policy
+from services.trainer.run_context import RunContext
+
+
+def load_policy(context: RunContext, state: dict[str, Any]) -> tuple[Policy, Any]:
+    """The policy at the run's last checkpoint (or its base weights), and its rollout source."""
+    from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
+
+    config = context.config
+    if config.policy != "model":  # test doubles train the tiny model: fp32, GPU if any
+        import torch
+
+        device = config.device if torch.cuda.is_available() else "cpu"
+        config = config.with_(dtype="float32", device=device)
+    decoding = PAPER_DECODING if config.decoding == "paper" else CPU_DECODING
+    folder = state.get("checkpoint_dir")
+    path = Path(folder) if folder else base_weights(context)
+    policy = Policy.load(path, config, temperature=decoding.temperature)
+    if folder:
+        policy.load_optimizer(Path(folder))
+    version = f"{context.run_id}-s{state['step']}"
+    return policy, make_source(context, policy, decoding, version)
+
+
+def base_weights(context: RunContext) -> Path:
+    from shared.agent.models import resolve_model
+
+    config = context.config
+    if config.policy != "model":
+        return resolve_model("tiny")
+    if config.warm_start.enabled:  # SFT first (cached by fingerprint): see warm_start.py
+        from services.trainer.warm_start import WarmStartPlan, warm_start
+
+        result = warm_start(WarmStartPlan.from_trainer_config(config))
+        context.record.data["warm_start"] = {
+            "path": str(result.path),
+            "fingerprint": result.fingerprint,
+            "cached": result.cached,
+            "summary": result.summary,
+        }
+        context.record.save()
+        return result.path
+    return resolve_model(config.model)
+
+
+def make_source(context: RunContext, policy: Policy, decoding: Any, version: str) -> Any:
+    from services.trainer.rollouts import EngineRollouts, SimulatedRollouts
+
+    config = context.config
+    if config.policy == "simulated":
+        return SimulatedRollouts(
+            simulated_model(config),
+            vocab_size=policy.model.get_input_embeddings().weight.shape[0],
+            prompt_tokens=config.simulated.prompt_tokens,
+            generated_tokens=config.simulated.generated_tokens,
+            technical_failure_rate=config.simulated.technical_failure_rate,
+            checkpoint_id=version,
+        )
+    from shared.agent.runner import RolloutConfig
+    from shared.shopsim.env import ShopEnv
+
+    rollout = RolloutConfig(
+        decoding=decoding,
+        concurrency=config.concurrency,
+        max_turns=config.max_turns,
+        **({"prompt_version": config.prompt_version} if config.prompt_version else {}),
+    )
+    env = ShopEnv.from_preset(config.env_preset)
+    if config.policy == "procedural":
+        from shared.agent.backends import make_backend
+
+        backend = make_backend("procedural", "procedural", checkpoint_id=version)
+    else:
+        from shared.agent.backends.transformers_backend import TransformersBackend
+
+        backend = TransformersBackend(
+            policy.model, policy.tokenizer, model_id=config.model, checkpoint_id=version
+        )
+    test_double = config.policy == "procedural"
+    return EngineRollouts(
+        env,
+        backend,
+        rollout,
+        split=config.split,
+        tokenizer=policy.tokenizer if test_double else None,
+    )
+
+
+def simulated_model(config: Any) -> Any:
+    """The simulated TEST DOUBLE policy's known effects (the gate's simulated backend reads the
+    same file from each checkpoint)."""
+    from shared.agent.backends.simulated import SimulatedPolicyModel
+
+    sim = config.simulated
+    return SimulatedPolicyModel(
+        seed=config.seed,
+        base_success=tuple(sim.base_success),  # type: ignore[arg-type]
+        chunk_effect=sim.chunk_effect,
+        env_preset=config.env_preset,
+    )

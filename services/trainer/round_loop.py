@@ -1,0 +1,133 @@
+"""One round's training: `steps_per_round` rollout steps on the pinned bank S_t (waves, filter,
+the GRPO updates, one metrics line each), then the round's end: S_t unchanged, checkpoint,
+evidence. A resumed round redoes the steps after the last checkpoint with the same tasks,
+group indices and treatments."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from services.trainer.bank_resolution import curriculum_from_bank, pin_bank
+from services.trainer.checkpoints import save_checkpoint
+from services.trainer.evidence import record_evidence
+from services.trainer.metrics import MetricsLog, step_metrics
+from services.trainer.policy import Policy
+from services.trainer.run_context import RunContext
+from services.trainer.step import GroupOutcome, TaskStream, rollout_step
+from services.trainer.treatments import CurriculumState
+from shared.agent.advantage import training_samples
+from shared.chunks import InjectedChunk
+from shared.registry_api.client import Unavailable
+
+
+def train_round(
+    context: RunContext,
+    state: dict[str, Any],
+    policy: Policy,
+    source: Any,
+    tasks: TaskStream,
+    metrics: MetricsLog,
+) -> None:
+    config, round_index = context.config, state["round"]
+    registry, record = context.clients.registry, context.record.round(round_index)
+    try:
+        bank = pin_bank(registry, state["bank_id"], record.get("bank_hash"))
+    except Unavailable as error:
+        raise context.registry_unavailable(error) from None
+    curriculum, injected = curriculum_from_bank(bank, config)
+    record.update(
+        bank_id=bank.id,
+        bank_hash=bank.content_hash,
+        curriculum_state_id=curriculum.state_id,
+        q=curriculum.q,
+        rho={chunk.slug: chunk.rho for chunk in curriculum.chunks},
+    )
+    context.record.save()
+    all_wrong: list[tuple[int, GroupOutcome]] = []
+    first = state["step"] - round_index * config.steps_per_round
+    with _progress(context) as progress:
+        bar = progress.add_task(
+            f"round {round_index} (bank {bank.id})", total=config.steps_per_round, completed=first
+        )
+        for step_in_round in range(first, config.steps_per_round):
+            line, generated = _train_step(
+                context, state, policy, source, tasks, curriculum, injected, step_in_round
+            )
+            all_wrong += [(line["step"], group) for group in generated if group.all_wrong]
+            metrics.append(line)
+            state["metrics_lines"] += 1
+            progress.update(
+                bar,
+                advance=1,
+                description=f"round {round_index} step {line['step']}: reward "
+                f"{line['reward'] or 0:.3f} loss {line['loss']:+.4f}",
+            )
+    try:
+        pin_bank(registry, bank.id, bank.content_hash)  # the bank never changes inside an interval
+    except Unavailable as error:
+        raise context.registry_unavailable(error) from None
+    save_checkpoint(context, state, policy, round_index)
+    record_evidence(context, state, round_index, all_wrong)
+    state["phase"] = "compile"
+    context.save_state(state)
+
+
+def _train_step(
+    context: RunContext,
+    state: dict[str, Any],
+    policy: Policy,
+    source: Any,
+    tasks: TaskStream,
+    curriculum: CurriculumState,
+    injected: list[InjectedChunk],
+    step_in_round: int,
+) -> tuple[dict[str, Any], list[GroupOutcome]]:
+    """One rollout step and its updates; returns its metrics line and the generated groups."""
+    config, round_index = context.config, state["round"]
+    step = state["step"] + 1
+    began = time.perf_counter()
+    outcome = rollout_step(
+        source,
+        curriculum,
+        injected,
+        tasks,
+        round_index=round_index,
+        first_group_index=state["next_group_index"],
+        group_size=config.group_size,
+        groups_per_wave=config.groups_per_wave,
+        groups_admitted=config.groups_admitted,
+        spread_epsilon=config.spread_epsilon,
+        max_consecutive_failures=config.max_consecutive_failed_groups,
+    )
+    trajectories = [t for group in outcome.admitted for t in group.trajectories]
+    by_episode: dict[str, list] = {}
+    for sample in training_samples(trajectories):
+        by_episode.setdefault(sample.episode_id, []).append(sample)
+    episodes = [by_episode[t.episode_id] for t in trajectories if t.episode_id in by_episode]
+    stats = policy.train_step(episodes)
+    source.weights_changed(f"{context.run_id}-s{step}")
+    state.update(step=step, task_cursor=tasks.cursor, next_group_index=outcome.next_group_index)
+    line = step_metrics(
+        outcome,
+        stats,
+        curriculum,
+        round_index=round_index,
+        step=step,
+        step_in_round=step_in_round + 1,
+        timings={**outcome.timings, "step_s": time.perf_counter() - began},
+    )
+    return line, outcome.generated
+
+
+def _progress(context: RunContext) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=context.console,
+        transient=False,
+    )

@@ -1,0 +1,106 @@
+"""What every phase of a run shares: the config, the run folder's two files, the service clients.
+
+`run.json` (the record: config, services, one entry per round) and `state.json` (where the run
+stands: round, phase, step, cursors) are rewritten atomically after every phase, so a restart
+reads a consistent pair (see `orchestrator.py` on resume).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from services.trainer.config import TrainerConfig
+from shared.hashing import content_hash
+
+STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
+
+
+class RunError(RuntimeError):
+    """The run stopped cleanly; the message says why and what to restart."""
+
+
+def unavailable(service: str, url: str, error: Exception, restart: str) -> RunError:
+    return RunError(
+        f"the {service} at {url} is unreachable after retries ({error}). Restart it "
+        f"({restart}) and rerun the same command: the run resumes from its last checkpoint."
+    )
+
+
+def run_id_for(out: Path) -> str:
+    """A registry-safe id for the run: its folder name and a digest of its absolute path (two
+    folders of one name never share checkpoint ids or idempotency keys)."""
+    folder = out.resolve()
+    slug = re.sub(r"[^a-z0-9._-]+", "-", folder.name.lower()).strip("-._") or "run"
+    return f"{slug[:32]}-{content_hash(str(folder))[:6]}"
+
+
+def write_json(path: Path, data: Any) -> None:
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(json.dumps(data, indent=1))
+    with temporary.open() as handle:
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+class RunRecord:
+    """`run.json`: the run's id, config, services and one entry per round."""
+
+    def __init__(self, out: Path, config: TrainerConfig) -> None:
+        self.path = out / RUN_FILE
+        self.data: dict[str, Any] = read_json(self.path) or {
+            "run_id": run_id_for(out),
+            "config": json.loads(json.dumps(config.as_dict())),  # tuples as JSON lists
+            "rounds": [],
+        }
+
+    @property
+    def run_id(self) -> str:
+        return self.data["run_id"]  # fixed at the run's first start
+
+    def round(self, round_index: int) -> dict[str, Any]:
+        rounds = self.data["rounds"]
+        while len(rounds) <= round_index:
+            rounds.append({"round": len(rounds)})
+        return rounds[round_index]
+
+    def service_url(self, name: str) -> str:
+        return self.data["services"][name]
+
+    def save(self) -> None:
+        write_json(self.path, self.data)
+
+
+@dataclass
+class RunContext:
+    """The run's shared parts, handed to each phase; `clients` is set once services start."""
+
+    config: TrainerConfig
+    out: Path
+    record: RunRecord
+    console: Console
+    clients: Any = None  # service_lifecycle.ServiceClients
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        write_json(self.out / STATE_FILE, state)
+
+    def load_state(self) -> dict[str, Any] | None:
+        return read_json(self.out / STATE_FILE)
+
+    def registry_unavailable(self, error: Exception) -> RunError:
+        url = self.record.service_url("registry")
+        return unavailable("registry", url, error, "intraskill registry serve")

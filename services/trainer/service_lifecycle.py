@@ -1,0 +1,91 @@
+"""The services a run talks to: given by URL, or started on loopback (`local_stack.py`), and
+the HTTP clients the phases use. Tokens come from the environment (see `ENV_TOKENS`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from services.trainer.config import TrainerConfig
+from services.trainer.evaluator_client import EvaluatorClient
+from services.trainer.local_stack import LocalStack
+from services.trainer.run_context import RunError
+from shared.registry_api.client import RegistryClient
+
+ENV_TOKENS = {
+    "registry": "TRAINER_REGISTRY_TOKEN",
+    "evaluator": "TRAINER_EVALUATOR_TOKEN",
+    "analyst": "TRAINER_ANALYST_TOKEN",
+}
+# the evaluator's and analyst's rollout backend for each trainer policy
+BACKENDS = {"model": "transformers", "simulated": "simulated", "procedural": "procedural"}
+
+
+@dataclass(frozen=True)
+class ServiceUrls:
+    """Services the operator runs; a missing one is started on loopback for the run."""
+
+    registry: str | None = None
+    evaluator: str | None = None
+    analyst: str | None = None
+
+
+@dataclass
+class ServiceClients:
+    registry: RegistryClient
+    evaluator: EvaluatorClient
+    analyst: Any  # shared.analyst_api.client.AnalystClient
+    urls: dict[str, str]
+
+    def close(self) -> None:
+        for client in (self.registry, self.evaluator, self.analyst):
+            client.close()
+
+
+def start_services(config: TrainerConfig, urls: ServiceUrls, stack: LocalStack) -> ServiceClients:
+    """Clients for the run's services, starting on loopback those without a URL."""
+    from shared.analyst_api.client import AnalystClient
+
+    registry = urls.registry or stack.start_registry()
+    token = os.environ.get(ENV_TOKENS["registry"]) or (
+        None if urls.registry else stack.tokens()["trainer"]
+    )
+    if not token:
+        raise RunError(f"set {ENV_TOKENS['registry']} (a registry token, trainer role)")
+    evaluator = urls.evaluator or stack.start_evaluator(registry, _evaluator_settings(config))
+    analyst = urls.analyst or stack.start_analyst(registry, evaluator, _analyst_settings(config))
+    retry = {"retries": config.service_retries, "backoff": 0.5, "backoff_max": 20.0}
+    return ServiceClients(
+        registry=RegistryClient(registry, token, **retry),
+        evaluator=EvaluatorClient(
+            evaluator, token=os.environ.get(ENV_TOKENS["evaluator"]), **retry
+        ),
+        analyst=AnalystClient(analyst, token=os.environ.get(ENV_TOKENS["analyst"]), **retry),
+        urls={"registry": registry, "evaluator": evaluator, "analyst": analyst},
+    )
+
+
+def _evaluator_settings(config: TrainerConfig) -> dict[str, str]:
+    return {
+        "EVALUATOR_BACKEND": BACKENDS[config.policy],
+        "EVALUATOR_ENV_PRESET": config.env_preset,
+        "EVALUATOR_DECODING": config.decoding,
+        "EVALUATOR_DEVICE": config.device,
+        "EVALUATOR_DTYPE": config.dtype,
+        "EVALUATOR_BUDGET": str(config.gate.budget),
+        "EVALUATOR_MASK_SEED": str(config.gate.mask_seed),
+        **({"EVALUATOR_MAX_TURNS": str(config.max_turns)} if config.max_turns else {}),
+    }
+
+
+def _analyst_settings(config: TrainerConfig) -> dict[str, str]:
+    """The real analyst acts as the run's policy acts (its retries and live tests load the
+    frozen checkpoint through the backend the compile request names)."""
+    return {
+        "ANALYST_ENV_PRESET": config.env_preset,
+        "ANALYST_DECODING": config.decoding,
+        "ANALYST_DEVICE": config.device,
+        "ANALYST_DTYPE": config.dtype,
+        **({"ANALYST_MAX_TURNS": str(config.max_turns)} if config.max_turns else {}),
+    }
