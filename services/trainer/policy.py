@@ -11,7 +11,7 @@ importance weights that correct the loss for that mismatch (`loss.importance_sam
 Logits only where the loss needs them: the vocabulary projection is the update's largest tensor
 (tokens x vocabulary, in fp32 for the log-softmax), and most of an episode's tokens are prompt,
 persona and page text that carry no loss. The forward asks the model for logits at the positions
-that score a generated token only (`logits_to_keep` as an index tensor), so that tensor scales
+that score a generated token only (`logits_to_keep` as a boolean mask), so that tensor scales
 with the generated tokens, not the episode's length.
 
 TRL piece used: `selective_log_softmax_and_entropy` (per-token log-probs and entropies in one

@@ -51,7 +51,7 @@ def episodes(vocab: int, seed: int = 0) -> list[list[TrainingSample]]:
             ids += [rng.randrange(3, vocab) for _ in range(length)]
             mask += [generated] * length
         segment = Segment(turns=[0, 1], token_ids=ids, loss_mask=mask, logprobs=[0.0] * len(ids))
-        advantage = [1.5, -0.5, 0.25, -1.25][index]
+        advantage = [1.5, -0.5, 0.75, -1.25][index]  # they do not sum to 0: a loss != 0
         out.append([TrainingSample(f"e{index}", "g", segment, advantage)])
     return out
 
@@ -153,6 +153,8 @@ def test_the_weight_scales_the_loss_and_is_off_without_servers():
     corrected = fresh_policy(config(rollout_servers=SERVERS)).train_step(batch)
     plain = fresh_policy(config()).train_step(batch)
     assert plain.importance_weight is None
+    assert corrected.importance_weight["mean"] == pytest.approx(2.0, abs=1e-4)
+    assert abs(plain.loss) > 1e-3
     # first update: ratio 1 everywhere, so each token's loss is -A, times its weight 2
     assert corrected.loss == pytest.approx(2 * plain.loss, rel=1e-4)
     assert plain.logprob_mismatch == pytest.approx(math.log(2), abs=1e-5)  # logged either way
