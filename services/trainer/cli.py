@@ -4,7 +4,7 @@
     intraskill train run --config configs/cpu.toml --out runs/cpu \\
         --registry-url http://127.0.0.1:8000 --evaluator-url http://127.0.0.1:8100 \\
         --analyst-url http://127.0.0.1:8200
-    intraskill train loss-check tests/fixtures/trainer/grpo-loss-cases/one-case.json --json
+    intraskill train loss-check tests/fixtures/trainer/grpo-loss-cases/cases.json --json
     intraskill train config --config configs/cpu.toml     # the resolved config with help text
     intraskill train warm-start ...                        # SFT warm start (warm_start.py)
 
@@ -83,23 +83,27 @@ def run(
 @app.command("loss-check")
 def loss_check(
     file: Annotated[
-        Path, typer.Argument(help="a JSON case: clip_low, clip_high, aggregation, samples")
+        Path,
+        typer.Argument(
+            help='a JSON case (clip_low, clip_high, aggregation, samples) or {"cases": [...]}'
+        ),
     ],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON line per case")] = False,
 ) -> None:
-    """Loss, clip fraction and dLoss/dlogprobs of one case, by the trainer's own loss function."""
-    from services.trainer.loss import check_case
+    """Loss, clip fraction and dLoss/dlogprobs of each case, by the trainer's own loss function."""
+    from services.trainer.loss import check_cases
 
     try:
-        case = json.loads(file.read_text())
-        result = check_case(case)
+        results = check_cases(json.loads(file.read_text()))
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"intraskill train loss-check: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
-    if as_json:
-        print(json.dumps(result))
-    else:
-        print(f"loss {result['loss']:.10g}  clip_fraction {result['clip_fraction']:.6g}")
+    for result in results:
+        if as_json:
+            print(json.dumps(result))
+            continue
+        name = f"{result['name']}: " if "name" in result else ""
+        print(f"{name}loss {result['loss']:.10g}  clip_fraction {result['clip_fraction']:.6g}")
         for index, grad in enumerate(result["grad_logprobs"]):
             print(f"  sample {index}: dLoss/dlogprobs {grad}")
 

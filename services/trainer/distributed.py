@@ -13,6 +13,19 @@ keyed by index); under FSDP every rank holds only its shard, so the state is gat
 (keyed by parameter name) and, on resume, read by rank 0 and scattered back into each rank's
 shard. Both forms resume either way: `torch.optim.Optimizer.load_state_dict` matches parameters
 by position, and index keys are renamed before a sharded load.
+
+Ranks (`torchrun --nproc-per-node N` or `accelerate launch`): global rank 0 alone orchestrates
+(folder lock, services, rollouts, metrics, state, checkpoints, gates); every other rank follows
+(`follow_the_leader`): it waits for the leader's next collective (`announce`), joins it, and
+waits again. The collectives are `Policy`'s load, train step, save and optimizer load. The
+admitted batch travels with the train-step announcement (broadcast), and each rank then updates
+on its share of the micro-batches (`rank_share`); DDP / FSDP average the gradients over ranks,
+so every rank steps the same optimizer on the same gradient and the weights stay identical.
+
+Precision: a config dtype of bfloat16 means bf16 compute with fp32 master weights and fp32
+optimizer state: the model loads in float32 and accelerate's mixed precision (autocast, or
+FSDP's `MixedPrecisionPolicy` under FSDP) runs the forward in bf16. No optimizer ever steps
+bf16 parameters (`Policy` refuses to build one).
 """
 
 from __future__ import annotations
@@ -20,12 +33,72 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+MASTER_DTYPE = "float32"
 
-def make_accelerator(device: Any) -> Any:
+
+def make_accelerator(device: Any, mixed_precision: str = "no") -> Any:
     """The process's Accelerator: CPU-only when the policy lives on the CPU."""
     from accelerate import Accelerator
 
-    return Accelerator(cpu=str(device).startswith("cpu"))
+    return Accelerator(cpu=str(device).startswith("cpu"), mixed_precision=mixed_precision)
+
+
+def precision(dtype: str) -> tuple[str, str]:
+    """(dtype the weights load in, accelerate's mixed precision) for a config dtype."""
+    if dtype == "bfloat16":  # bf16 compute over fp32 master weights and optimizer state
+        return MASTER_DTYPE, "bf16"
+    return dtype, "no"
+
+
+def start_ranks(device: str, wait_s: float) -> Any:
+    """The process's `PartialState` (the process group under a launcher). `wait_s` bounds how
+    long a follower waits for the leader's next collective (a gate can take hours)."""
+    from datetime import timedelta
+
+    from accelerate import PartialState
+
+    return PartialState(cpu=device == "cpu", timeout=timedelta(seconds=wait_s))
+
+
+def world() -> tuple[int, int]:
+    """(this process's global rank, number of processes)."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    return state.process_index, state.num_processes
+
+
+def announce(command: str, *args: Any) -> None:
+    """The leader tells the followers which collective it starts next (no-op elsewhere)."""
+    from accelerate.utils import broadcast_object_list
+
+    rank, size = world()
+    if size > 1 and rank == 0:
+        broadcast_object_list([(command, args)], from_process=0)
+
+
+def next_command() -> tuple[str, tuple]:
+    """A follower's wait for the leader's next `announce`."""
+    from accelerate.utils import broadcast_object_list
+
+    box: list[Any] = [None]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
+
+
+def rank_share(batches: list[list[int]]) -> list[list[int] | None]:
+    """This rank's micro-batches (every size-th, from its rank), padded with None so that every
+    rank runs the same number of forwards and backwards (each is a collective under DDP/FSDP)."""
+    rank, size = world()
+    mine: list[list[int] | None] = list(batches[rank::size])
+    return mine + [None] * (-(-len(batches) // size) - len(mine))
+
+
+def gather_lists(items: list[Any]) -> list[Any]:
+    """Every rank's `items`, concatenated, on every rank (the list itself in one process)."""
+    from accelerate.utils import gather_object
+
+    return list(gather_object(items)) if world()[1] > 1 else items
 
 
 def is_sharded(accelerator: Any) -> bool:
@@ -102,8 +175,10 @@ def save_weights(accelerator: Any, model: Any, folder: Path) -> None:
     """HF weights (safetensors) of a prepared model; under FSDP the shards are gathered first
     (a collective every rank joins) and the main process writes."""
     unwrapped = accelerator.unwrap_model(model)
-    if not is_sharded(accelerator):
-        unwrapped.save_pretrained(folder, safe_serialization=True)
+    if not is_sharded(accelerator):  # every rank holds the same full weights: one writes
+        if accelerator.is_main_process:
+            unwrapped.save_pretrained(folder, safe_serialization=True)
+        accelerator.wait_for_everyone()
         return
     state = accelerator.get_state_dict(model)
     if accelerator.is_main_process:

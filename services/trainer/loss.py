@@ -190,3 +190,22 @@ def check_case(case: Mapping[str, Any]) -> dict[str, Any]:
         "clip_fraction": float(output.clip_fraction),
         "grad_logprobs": grads,
     }
+
+
+def check_cases(document: Any) -> list[dict[str, Any]]:
+    """loss-check's input: one case, or `{"cases": [...]}`; one result per case, in order (a
+    case's `name`, when it has one, leads its result; a malformed case is named in the error)."""
+    if not (isinstance(document, Mapping) and "cases" in document):
+        return [check_case(document)]
+    cases = document["cases"]
+    if not isinstance(cases, list):
+        raise ValueError('"cases" must be a list of cases')
+    results = []
+    for index, case in enumerate(cases):
+        label = f"case {index}" + (f" ({case['name']})" if "name" in case else "")
+        try:
+            result = check_case(case)
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{label}: {error}") from None
+        results.append({"name": case["name"], **result} if "name" in case else result)
+    return results

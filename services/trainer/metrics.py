@@ -93,6 +93,8 @@ def step_metrics(
         "samples": stats.samples,
         "tokens": stats.tokens,
         "generated_tokens": stats.generated_tokens,
+        "ranks": stats.ranks,
+        "rank_weight_spread": stats.rank_weight_spread,
         "seconds": {
             **{key: round(value, 4) for key, value in timings.items()},
             "old_logprobs_s": round(stats.old_logprobs_s, 4),

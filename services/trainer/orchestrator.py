@@ -42,10 +42,11 @@ from rich.console import Console
 from services.trainer.bank_resolution import resolve_initial_bank
 from services.trainer.candidate_compile import compile_round
 from services.trainer.config import TrainerConfig
+from services.trainer.distributed import announce, start_ranks
 from services.trainer.gate_round import gate_round
 from services.trainer.local_stack import LocalStack, StackError
 from services.trainer.metrics import MetricsLog
-from services.trainer.policy_loading import load_policy
+from services.trainer.policy_loading import follow_the_leader, load_policy, policy_config
 from services.trainer.round_loop import train_round
 from services.trainer.run_context import (
     METRICS_FILE,
@@ -156,7 +157,29 @@ def train(
     initial_bank: str | None = None,
     config_path: Path | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) training in `out`; returns the run record (also in `out/run.json`)."""
+    """Run (or resume) training in `out`; returns the run record (also in `out/run.json`).
+
+    Under a launcher, global rank 0 runs everything below; every other rank only joins the
+    policy's collectives (load, updates, saves) and returns an empty record."""
+    # a follower waits for the leader's next collective through a whole compile and gate
+    ranks = start_ranks(policy_config(config).device, wait_s=2 * config.gate.timeout_s + 3600)
+    if not ranks.is_main_process:
+        follow_the_leader()
+        return {}
+    try:
+        return _lead(config, out, urls, initial_bank, config_path, ranks.num_processes)
+    finally:
+        announce("stop")  # the followers end with the leader, whatever ended it
+
+
+def _lead(
+    config: TrainerConfig,
+    out: Path,
+    urls: ServiceUrls,
+    initial_bank: str | None,
+    config_path: Path | None,
+    world_size: int,
+) -> dict[str, Any]:
     lock = _lock_folder(out)
     run = Run(config, out, urls=urls, initial_bank=initial_bank)
     record = run.context.record.data
@@ -165,6 +188,7 @@ def train(
         raise RunError(f"{out} holds a run with another config; use a new --out folder")
     if config_path is not None:
         record["config_path"] = str(config_path)
+    record["world_size"] = world_size  # of the latest start: a resume may use another count
     try:
         run.start_services()
         return run.execute()

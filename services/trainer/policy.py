@@ -32,10 +32,16 @@ from trl.trainer.utils import selective_log_softmax_and_entropy
 
 from services.trainer.config import TrainerConfig
 from services.trainer.distributed import (
+    announce,
+    gather_lists,
+    is_sharded,
     load_optimizer,
     make_accelerator,
+    precision,
+    rank_share,
     save_optimizer,
     save_weights,
+    world,
 )
 from services.trainer.loss import clipped_surrogate_loss, importance_sampling_weights
 from shared.agent.advantage import TrainingSample
@@ -65,6 +71,10 @@ class UpdateStats:
     tokens: int
     old_logprobs_s: float
     update_s: float
+    ranks: int = 1
+    rank_weight_spread: float | None = 0.0
+    """after the step, the largest spread across ranks of a parameter's float64 sum: 0.0 when
+    every rank holds the same weights; None under FSDP (each rank holds a shard)"""
     peak_gpu_memory_gb: float | None = None
     """the step's peak allocated accelerator memory (None on the CPU)"""
 
@@ -82,39 +92,71 @@ def micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
 
 
 class Policy:
-    """A causal LM with its AdamW optimizer; `model` is what the rollout backend samples from."""
+    """A causal LM with its AdamW optimizer; `sampling_model` is what a rollout backend samples
+    from. Under ranks, the methods the leader announces are collectives the followers join."""
 
-    def __init__(self, model: Any, tokenizer: Any, config: TrainerConfig, temperature: float):
-        self.model, self.tokenizer, self.config = model, tokenizer, config
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: TrainerConfig,
+        temperature: float,
+        reference: Any = None,
+    ):
+        self.tokenizer, self.config = tokenizer, config
         self.temperature = temperature if temperature > 0 else 1.0
         self.device = next(model.parameters()).device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         trainable = [p for p in model.parameters() if p.requires_grad]
+        low = sorted({str(p.dtype) for p in trainable if p.dtype != torch.float32})
+        if low:  # AdamW on bf16 weights rounds most lr-1e-6 updates away: fp32 masters only
+            raise ValueError(
+                f"trainable parameters in {', '.join(low)}: load float32 master weights and "
+                "let mixed precision compute in bf16 (config dtype bfloat16 does both)"
+            )
         self.optimizer = torch.optim.AdamW(
             trainable,
             lr=config.lr,
             betas=tuple(config.betas),  # type: ignore[arg-type]
             weight_decay=config.weight_decay,
         )
-        # One process: accelerate is a pass-through. Under `accelerate launch` with
-        # configs/accelerate_fsdp.yaml the same calls shard the update with FSDP (distributed.py).
-        self.accelerator = make_accelerator(self.device)
+        # One process: accelerate is a pass-through (plus bf16 autocast when the config asks for
+        # bf16). Under a launcher the same calls wrap the model in DDP, or shard it with FSDP
+        # under configs/accelerate_fsdp.yaml (distributed.py).
+        self.accelerator = make_accelerator(self.device, precision(config.dtype)[1])
         self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.reference = None
-        if config.kl_coef > 0:  # a frozen copy of the starting weights, only when asked for
+        if config.kl_coef > 0:  # the KL reference: frozen, and the initial model when given
             import copy
 
-            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+            self.reference = (reference or copy.deepcopy(model)).eval().requires_grad_(False)
+
+    @property
+    def sampling_model(self) -> Any:
+        """The HF model itself (not its DDP wrapper): what in-process rollouts generate with."""
+        return self.accelerator.unwrap_model(self.model)
 
     @classmethod
-    def load(cls, path: str | Path, config: TrainerConfig, temperature: float) -> Policy:
-        """Weights from a local HF folder (never a hub download), optional LoRA adapters."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    def load(
+        cls,
+        path: str | Path,
+        config: TrainerConfig,
+        temperature: float,
+        reference_path: str | Path | None = None,
+    ) -> Policy:
+        """Weights from a local HF folder (never a hub download), optional LoRA adapters, on
+        this rank's device; `reference_path`: the KL reference's weights (the initial model)."""
+        from transformers import AutoTokenizer
 
+        from services.trainer.distributed import start_ranks
+
+        announce("load", path, config, temperature, reference_path)
+        device = start_ranks(config.device, 1800.0).device  # cuda:<local rank>, or the CPU
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=getattr(torch, config.dtype), local_files_only=True
-        ).to(config.device)
+        model = _causal_lm(path, config, device)
+        reference = None
+        if config.kl_coef > 0 and reference_path is not None:
+            reference = _causal_lm(reference_path, config, device)
         if config.lora.enabled:
             from peft import LoraConfig, get_peft_model
 
@@ -128,7 +170,7 @@ class Policy:
                     task_type="CAUSAL_LM",
                 ),
             )
-        return cls(model, tokenizer, config, temperature)
+        return cls(model, tokenizer, config, temperature, reference=reference)
 
     # -- log-probs --------------------------------------------------------------------------
 
@@ -151,18 +193,21 @@ class Policy:
         # project only those hidden states onto the vocabulary: logits [N generated, V].
         before = torch.zeros_like(scored)
         before[:, :-1] = scored[:, 1:]
-        zeros = torch.zeros((len(rows), width), dtype=torch.float32, device=self.device)
-        if not bool(scored.any()):
-            return zeros, zeros
+        if not bool(before.any()):
+            # Nothing scored: one position still runs the forward, so a loss keeps its graph and
+            # every rank joins the same collectives; masked_scatter below uses none of it.
+            before[0, 0] = True
         logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=before).logits
         # the sampler's distribution is log_softmax(logits / T); fp32 for the log-softmax
         logprobs, entropy = selective_log_softmax_and_entropy(
             logits.float(),
-            ids[scored],  # row-major, the order in which the model flattened the positions
+            # the token each kept position scores, row-major as the model flattened them
+            ids.roll(-1, dims=1)[before],
             # the entropy keeps its graph only when an entropy bonus trains on it
             entropy_requires_grad=self.config.entropy_coef > 0 and torch.is_grad_enabled(),
             temperature=self.temperature,
         )
+        zeros = torch.zeros((len(rows), width), dtype=logprobs.dtype, device=self.device)
         return zeros.masked_scatter(scored, logprobs), zeros.masked_scatter(scored, entropy)
 
     def logprobs(
@@ -173,25 +218,33 @@ class Policy:
         model = model or self.model
         model.eval()
         rows = [sample.segment.token_ids for sample in samples]
+        batches = micro_batches([len(r) for r in rows], self.config.micro_batch_tokens)
+        mine = []  # (sample index, log-probs, entropy sum, generated tokens) of this rank's share
+        with torch.no_grad(), self.accelerator.autocast():  # the reference computes as we do
+            for batch in rank_share(batches):
+                # a padding turn (None) runs a forward too, keeping the ranks' collectives in step
+                turn = batch or batches[0]
+                masks = [samples[i].segment.loss_mask for i in turn]
+                logprobs, entropy = self._forward([rows[i] for i in turn], masks, model)
+                for position, index in enumerate(batch or []):
+                    n = len(rows[index])
+                    mask = torch.tensor(samples[index].segment.loss_mask, dtype=torch.float32)
+                    part = float((entropy[position, :n].cpu() * mask).sum())
+                    mine.append((index, logprobs[position, :n].tolist(), part, int(mask.sum())))
         out: list[list[float]] = [[] for _ in samples]
         entropy_sum, generated = 0.0, 0
-        with torch.no_grad():
-            for batch in micro_batches([len(r) for r in rows], self.config.micro_batch_tokens):
-                masks = [samples[i].segment.loss_mask for i in batch]
-                logprobs, entropy = self._forward([rows[i] for i in batch], masks, model)
-                for position, index in enumerate(batch):
-                    n = len(rows[index])
-                    out[index] = logprobs[position, :n].tolist()
-                    mask = torch.tensor(samples[index].segment.loss_mask, dtype=torch.float32)
-                    entropy_sum += float((entropy[position, :n].cpu() * mask).sum())
-                    generated += int(mask.sum())
+        for index, row, entropy_part, count in gather_lists(mine):
+            out[index] = row
+            entropy_sum += entropy_part
+            generated += count
         return out, entropy_sum / max(generated, 1)
 
     # -- the update -------------------------------------------------------------------------
 
     def train_step(self, episodes: Sequence[Sequence[TrainingSample]]) -> UpdateStats:
         """All updates of one rollout step; `episodes` holds each admitted episode's samples,
-        in group order."""
+        in group order. Under ranks the leader's episodes go to every rank with the call."""
+        announce("train_step", episodes)
         config = self.config
         samples = [sample for episode in episodes for sample in episode]
         if torch.device(self.device).type == "cuda":
@@ -231,8 +284,19 @@ class Policy:
             tokens=sum(len(sample.segment.token_ids) for sample in samples),
             old_logprobs_s=old_s,
             update_s=update_s,
+            ranks=world()[1],
+            rank_weight_spread=self._rank_weight_spread(),
             peak_gpu_memory_gb=_peak_gpu_memory_gb(self.device),
         )
+
+    def _rank_weight_spread(self) -> float | None:
+        if world()[1] == 1:
+            return 0.0
+        if is_sharded(self.accelerator):
+            return None
+        sums = [float(p.detach().double().sum()) for p in self.sampling_model.parameters()]
+        every = gather_lists([sums])
+        return max(max(values) - min(values) for values in zip(*every, strict=True))
 
     def _importance_weights(
         self, samples: Sequence[TrainingSample], old: Sequence[Sequence[float]]
@@ -274,7 +338,12 @@ class Policy:
         }
         loss_sum, clip_sum = 0.0, 0.0
         rows = [sample.segment.token_ids for sample in samples]
-        for batch in micro_batches([len(r) for r in rows], config.micro_batch_tokens):
+        batches = micro_batches([len(r) for r in rows], config.micro_batch_tokens)
+        # DDP / FSDP average gradients over ranks, and each rank's losses are parts of the one
+        # loss of the global batch: scaling by the rank count makes the average their sum
+        ranks = world()[1]
+        for share in rank_share(batches):
+            batch = share or batches[0]  # a padding turn: a zero loss, the same collectives
             masks = [samples[i].segment.loss_mask for i in batch]
             logprobs, entropy = self._forward([rows[i] for i in batch], masks)
             width = logprobs.shape[1]
@@ -310,9 +379,15 @@ class Policy:
                 loss = loss - config.entropy_coef * _aggregate(
                     entropy, mask, config.aggregation, totals
                 )
-            self.accelerator.backward(loss)
+            if share is None:
+                self.accelerator.backward(loss * 0.0)
+                continue
+            self.accelerator.backward(loss * ranks)
             loss_sum += float(loss.detach())
             clip_sum += float(out.clip_fraction)
+        if ranks > 1:
+            sums = torch.tensor([loss_sum, clip_sum], dtype=torch.float64, device=self.device)
+            loss_sum, clip_sum = self.accelerator.reduce(sums, reduction="sum").tolist()
         grad_norm = self.accelerator.clip_grad_norm_(
             [p for p in self.model.parameters() if p.requires_grad], config.grad_clip
         )
@@ -324,15 +399,36 @@ class Policy:
 
     def save(self, folder: Path) -> None:
         """HF weights (safetensors) and tokenizer, plus the optimizer state for resume."""
-        folder.mkdir(parents=True, exist_ok=True)
-        save_weights(self.accelerator, self.model, folder)
-        self.tokenizer.save_pretrained(folder)
+        announce("save", folder)
+        self._write_weights(folder)
         save_optimizer(self.accelerator, self.model, self.optimizer, folder / OPTIMIZER_FILE)
 
+    def save_weights(self, folder: Path) -> None:
+        """HF weights (safetensors) and tokenizer, written once (a collective under ranks)."""
+        announce("save_weights", folder)
+        self._write_weights(folder)
+
+    def _write_weights(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        save_weights(self.accelerator, self.model, folder)
+        if self.accelerator.is_main_process:
+            self.tokenizer.save_pretrained(folder)
+
     def load_optimizer(self, folder: Path) -> None:
+        announce("load_optimizer", folder)
         path = folder / OPTIMIZER_FILE
         if path.is_file():  # under FSDP a collective: every rank sees the same folder
             load_optimizer(self.accelerator, self.model, self.optimizer, path)
+
+
+def _causal_lm(path: str | Path, config: TrainerConfig, device: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    dtype = precision(config.dtype)[0]  # bf16 configs load fp32 masters (distributed.py)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, dtype), local_files_only=True
+    )
+    return model.to(device)
 
 
 def _padded(rows: Sequence[Sequence[float]], width: int, device: Any) -> torch.Tensor:

@@ -1,8 +1,12 @@
 """The policy a run trains and where its rollouts come from.
 
 A fresh run loads the base weights (or the warm start's); a resumed one loads the last
-checkpoint's weights and optimizer state. The test-double policies (simulated, procedural) train
-real tensors of the tiny model whatever the preset names.
+checkpoint's weights and optimizer state. The KL reference is always the initial model (the base
+weights), across resumes. The test-double policies (simulated, procedural) train real tensors of
+the tiny model whatever the preset names.
+
+Under ranks the leader alone runs this module's `load_policy`; `Policy`'s methods announce each
+collective, and every other rank runs `follow_the_leader`.
 """
 
 from __future__ import annotations
@@ -10,28 +14,49 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from services.trainer.config import TrainerConfig
+from services.trainer.distributed import next_command
 from services.trainer.policy import Policy
 from services.trainer.run_context import RunContext
+
+
+def policy_config(config: TrainerConfig) -> TrainerConfig:
+    """The config the policy trains with: test doubles train the tiny model in fp32, on a GPU
+    when there is one."""
+    if config.policy == "model":
+        return config
+    import torch
+
+    device = config.device if torch.cuda.is_available() else "cpu"
+    return config.with_(dtype="float32", device=device)
 
 
 def load_policy(context: RunContext, state: dict[str, Any]) -> tuple[Policy, Any]:
     """The policy at the run's last checkpoint (or its base weights), and its rollout source."""
     from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
 
-    config = context.config
-    if config.policy != "model":  # test doubles train the tiny model: fp32, GPU if any
-        import torch
-
-        device = config.device if torch.cuda.is_available() else "cpu"
-        config = config.with_(dtype="float32", device=device)
+    config = policy_config(context.config)
     decoding = PAPER_DECODING if config.decoding == "paper" else CPU_DECODING
     folder = state.get("checkpoint_dir")
-    path = Path(folder) if folder else base_weights(context)
-    policy = Policy.load(path, config, temperature=decoding.temperature)
+    initial = base_weights(context) if config.kl_coef > 0 or not folder else None
+    path = Path(folder) if folder else initial
+    policy = Policy.load(path, config, decoding.temperature, reference_path=initial)
     if folder:
         policy.load_optimizer(Path(folder))
     version = f"{context.run_id}-s{state['step']}"
     return policy, make_source(context, policy, decoding, version)
+
+
+def follow_the_leader() -> None:
+    """A follower rank's whole run: join each collective the leader announces, until it stops."""
+    policy = None
+    command, args = next_command()
+    while command != "stop":
+        if command == "load":
+            policy = Policy.load(*args)
+        else:
+            getattr(policy, command)(*args)
+        command, args = next_command()
 
 
 def base_weights(context: RunContext) -> Path:
@@ -62,7 +87,7 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
     if config.policy == "simulated":
         return SimulatedRollouts(
             simulated_model(config),
-            vocab_size=policy.model.get_input_embeddings().weight.shape[0],
+            vocab_size=policy.sampling_model.get_input_embeddings().weight.shape[0],
             prompt_tokens=config.simulated.prompt_tokens,
             generated_tokens=config.simulated.generated_tokens,
             technical_failure_rate=config.simulated.technical_failure_rate,
@@ -98,7 +123,7 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
         from shared.agent.backends.transformers_backend import TransformersBackend
 
         backend = TransformersBackend(
-            policy.model, policy.tokenizer, model_id=config.model, checkpoint_id=version
+            policy.sampling_model, policy.tokenizer, model_id=config.model, checkpoint_id=version
         )
     test_double = config.policy == "procedural"
     return EngineRollouts(

@@ -318,17 +318,19 @@ def server_rollouts(
 ) -> ServerRollouts:
     """The rollout source for `[rollout_servers] urls`, with `version` (the starting weights)
     already pushed: the trainer's `make_source` returns it instead of in-process rollouts."""
-    from services.trainer.distributed import save_weights
-
-    def save(folder: Path) -> None:  # LoRA: the peft model writes its adapter only
-        save_weights(policy.accelerator, policy.model, folder)
-        policy.tokenizer.save_pretrained(folder)
-
     sync = from_config(servers)
     if sync is None:
         raise ValueError("rollout_servers needs urls and a weight_sync mode")
+    # `Policy.save_weights` is a collective under ranks (the followers join the gather); LoRA:
+    # the peft model writes its adapter only
     source = ServerRollouts(
-        env, sync, rollout, save, weights_root, split=split, check_version=servers.check_version
+        env,
+        sync,
+        rollout,
+        policy.save_weights,
+        weights_root,
+        split=split,
+        check_version=servers.check_version,
     )
     source.weights_changed(version)
     return source

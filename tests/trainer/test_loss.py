@@ -21,6 +21,7 @@ import torch
 from services.trainer.loss import (
     aggregate,
     check_case,
+    check_cases,
     clipped_surrogate_loss,
     importance_sampling_weights,
     pad,
@@ -348,3 +349,40 @@ def test_importance_weights_scale_each_tokens_loss_and_gradient_not_the_clip_fra
                 per_token.append(reference_loss(token_case)[0] * float(weights[index, t]))
     expected = sum(per_token) / len(per_token)
     assert float(weighted.loss.detach()) == pytest.approx(expected, rel=1e-10)
+
+
+def test_loss_check_reads_the_shared_cases_file_one_result_per_case():
+    document = json.loads((CASES / "cases.json").read_text())
+    results = check_cases(document)
+    assert [r["name"] for r in results] == [c["name"] for c in document["cases"]]
+    for case, result in zip(document["cases"], results, strict=True):
+        expected = case["expected"]
+        assert result["loss"] == pytest.approx(expected["loss"], abs=1e-9), case["name"]
+        assert result["clip_fraction"] == pytest.approx(expected["clip_fraction"], abs=1e-9)
+        for got, want in zip(result["grad_logprobs"], expected["grad_logprobs"], strict=True):
+            assert got == pytest.approx(want, abs=1e-9), case["name"]
+
+
+def test_loss_check_names_the_malformed_case_of_a_cases_file():
+    document = json.loads((CASES / "cases.json").read_text())
+    document["cases"][2].pop("clip_low")
+    with pytest.raises(ValueError, match=rf"case 2 \({document['cases'][2]['name']}\): the case "):
+        check_cases(document)
+    with pytest.raises(ValueError, match="must be a list"):
+        check_cases({"cases": {"a": 1}})
+
+
+def test_the_cli_prints_one_json_line_per_case_of_the_cases_file():
+    document = json.loads((CASES / "cases.json").read_text())
+    path = CASES / "cases.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["name"] for line in lines] == [case["name"] for case in document["cases"]]
+    for case, line in zip(document["cases"], lines, strict=True):
+        assert line["loss"] == pytest.approx(case["expected"]["loss"], abs=1e-9)

@@ -12,9 +12,11 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from services.trainer.config import TrainerConfig
 from tests.trainer.run_support import (
@@ -141,3 +143,32 @@ def test_an_unreachable_registry_stops_the_run_with_what_to_restart(tmp_path):
     assert done.returncode == 1
     assert "registry at http://127.0.0.1:9 is unreachable" in done.stderr
     assert "Restart it" in done.stderr and "rerun the same command" in done.stderr
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path):
+    """Same seed, same folder path (the run id, and with it the simulated outcomes, derive from
+    it): killed inside round 1 and resumed, the run ends with the uninterrupted run's weights
+    and optimizer state, bit for bit (one thread each, so the CPU sums in one order)."""
+    from safetensors.torch import load_file
+
+    config = TrainerConfig.from_toml(TINY)
+    out = tmp_path / "run"
+    with analyst_standin(tmp_path / "standin-whole") as analyst:
+        done = run_train(TINY, out, "--analyst-url", analyst)
+    assert done.returncode == 0, done.stderr[-3000:]
+    whole = out.rename(tmp_path / "uninterrupted")
+    with analyst_standin(tmp_path / "standin-resumed") as analyst:
+        interrupted_then_resumed(TINY, out, config, "--analyst-url", analyst)
+    last = Path("checkpoints") / f"round-{config.rounds - 1:03d}"
+    expected, got = (
+        load_file(whole / last / "model.safetensors"),
+        load_file(out / last / "model.safetensors"),
+    )
+    assert expected.keys() == got.keys()
+    assert all(torch.equal(expected[name], got[name]) for name in expected)
+    expected = torch.load(whole / last / "optimizer.pt", weights_only=True)["state"]
+    got = torch.load(out / last / "optimizer.pt", weights_only=True)["state"]
+    for index, moments in expected.items():
+        for key, value in moments.items():
+            assert torch.equal(got[index][key], value), (index, key)
