@@ -27,6 +27,7 @@ Aggregation = Literal["sample_mean", "token_mean"]
 Policy = Literal["model", "simulated", "procedural"]
 POLICIES: tuple[str, ...] = ("model", "simulated", "procedural")
 AGGREGATIONS: tuple[str, ...] = ("sample_mean", "token_mean")
+IS_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
 class ConfigError(ValueError):
@@ -109,10 +110,34 @@ class RolloutServersConfig:
     check_version: bool = _help(
         "assert every server serves the latest weights before each rollout step", True
     )
+    importance_sampling: bool = _help(
+        "correct the loss for sampler/trainer log-prob mismatch with truncated importance "
+        "sampling (TRL's vllm_importance_sampling_correction); used only with urls",
+        True,
+    )
+    importance_sampling_mode: str = _help(
+        "token_truncate, token_mask, sequence_truncate or sequence_mask (TRL's modes)",
+        "token_truncate",
+    )
+    importance_sampling_clip_min: float = _help(
+        "lower bound of the importance weight exp(trainer - sampler); 0: none", 0.0
+    )
+    importance_sampling_clip_max: float = _help(
+        "upper bound of the importance weight (TRL's default C_max)", 3.0
+    )
 
     def __post_init__(self) -> None:
         if self.weight_sync not in ("none", "full", "lora"):
             raise ConfigError("rollout_servers.weight_sync must be none, full or lora")
+        if self.importance_sampling_mode not in IS_MODES:
+            raise ConfigError(
+                f"rollout_servers.importance_sampling_mode must be one of {', '.join(IS_MODES)}"
+            )
+        if not 0.0 <= self.importance_sampling_clip_min < self.importance_sampling_clip_max:
+            raise ConfigError(
+                "rollout_servers: need 0 <= importance_sampling_clip_min < "
+                "importance_sampling_clip_max"
+            )
         if self.urls and self.weight_sync == "none":
             raise ConfigError(
                 "rollout_servers.urls without weight_sync would sample a stale policy: "
@@ -304,6 +329,12 @@ class TrainerConfig:
     @property
     def total_steps(self) -> int:
         return self.rounds * self.steps_per_round
+
+    @property
+    def importance_sampling(self) -> bool:
+        """Whether the loss carries the sampler/trainer importance weights: with servers only."""
+        servers = self.rollout_servers
+        return bool(servers.urls) and servers.importance_sampling
 
     # -- loading
 

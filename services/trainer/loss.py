@@ -16,17 +16,27 @@ observation tokens are context, not actions. Aggregation:
 * `token_mean`: one mean over all generated tokens of the batch.
 
 `clip_fraction` counts a token when the clipped term is strictly the larger (its gradient is
-then 0) and is aggregated exactly like the loss. `intraskill train loss-check` calls
+then 0) and is aggregated exactly like the loss.
+
+Sampler/trainer mismatch (rollouts on vLLM servers): "old" log-probs are the trainer's own
+recomputation, but the tokens were drawn by the server, whose numerics differ. As TRL's
+`vllm_importance_sampling_correction`, each token's loss is multiplied by a detached importance
+weight w = exp(old - sampling), truncated (or masked) to [clip_min, clip_max]
+(`importance_sampling_weights`); the weight corrects the gradient's expectation from the
+sampler's distribution to the trainer's. `intraskill train loss-check` calls
 `clipped_surrogate_loss` itself, so the contract it checks is the trainer's.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from services.trainer.config import IS_MODES
 
 AGGREGATIONS = ("sample_mean", "token_mean")
 
@@ -71,8 +81,13 @@ def clipped_surrogate_loss(
     aggregation: str,
     total_samples: int | None = None,
     total_tokens: int | None = None,
+    importance_weights: torch.Tensor | None = None,
 ) -> LossOutput:
-    """The clipped surrogate of a padded batch: [samples, tokens] tensors, advantages [samples]."""
+    """The clipped surrogate of a padded batch: [samples, tokens] tensors, advantages [samples].
+
+    `importance_weights` ([samples, tokens], from `importance_sampling_weights`) scale each
+    token's loss; they carry no gradient. The clip fraction does not depend on them.
+    """
     mask = loss_mask.to(logprobs.dtype)
     ratio = torch.exp(logprobs - old_logprobs.detach())
     advantage = advantages.to(logprobs.dtype).unsqueeze(-1)
@@ -82,11 +97,46 @@ def clipped_surrogate_loss(
     # term's gradient is 0: the token stops pushing the policy further from the old one
     is_clipped = clipped > unclipped
     per_token = torch.where(is_clipped, clipped, unclipped) * mask
+    if importance_weights is not None:
+        per_token = per_token * importance_weights.detach().to(per_token.dtype)
     totals = {"total_samples": total_samples, "total_tokens": total_tokens}
     loss = aggregate(per_token, mask, aggregation, **totals)
     with torch.no_grad():
         fraction = aggregate(is_clipped.to(logprobs.dtype), mask, aggregation, **totals)
     return LossOutput(loss=loss, clip_fraction=fraction)
+
+
+def importance_sampling_weights(
+    old_logprobs: torch.Tensor,
+    sampling_logprobs: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    mode: str = "token_truncate",
+    clip_min: float | None = None,
+    clip_max: float | None = 3.0,
+) -> torch.Tensor:
+    """Per-token weights exp(old - sampling) on [samples, tokens] tensors, as TRL's GRPO trainer.
+
+    `token_*` weighs each token by its own ratio, `sequence_*` every token of a sample by the
+    product over its generated tokens. `*_truncate` clamps the ratio into [clip_min, clip_max]
+    (None: no bound); `*_mask` sets a ratio outside it to 0, dropping the token (or sample).
+    Off the loss mask the weight is 1 (those tokens carry no loss anyway).
+    """
+    if mode not in IS_MODES:
+        raise ValueError(f"importance sampling mode must be one of {IS_MODES}, not {mode!r}")
+    mask = loss_mask.to(old_logprobs.dtype)
+    difference = (old_logprobs - sampling_logprobs.to(old_logprobs.dtype)) * mask
+    if mode.startswith("sequence"):
+        difference = difference.sum(-1, keepdim=True).expand_as(difference)
+    ratio = torch.exp(difference)
+    if mode.endswith("truncate"):
+        if clip_min is not None or clip_max is not None:
+            ratio = torch.clamp(ratio, min=clip_min, max=clip_max)
+    else:
+        low = clip_min if clip_min is not None else -math.inf
+        high = clip_max if clip_max is not None else math.inf
+        ratio = ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+    return torch.where(mask > 0, ratio, torch.ones_like(ratio))
 
 
 def pad(rows: Sequence[Sequence[float]], *, dtype: torch.dtype = torch.float64) -> torch.Tensor:

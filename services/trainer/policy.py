@@ -4,11 +4,18 @@ One rollout step admits `groups_admitted` groups; their episodes, in group order
 global batches of `global_batch` episodes (a whole number of groups), one optimizer update each.
 Before the first update every sample's log-probs are recomputed with the weights that sampled
 them ("old" log-probs); both updates of the step use those, so the second update's ratio
-measures how far the first one moved the policy. The backend's sampling log-probs are kept only
-for the mismatch metric (sampler vs trainer numerics).
+measures how far the first one moved the policy. The backend's sampling log-probs give the
+mismatch metric (sampler vs trainer numerics) and, with rollout servers, the truncated
+importance weights that correct the loss for that mismatch (`loss.importance_sampling_weights`).
 
-TRL pieces used: `selective_log_softmax` (per-token log-probs without materialising the full
-log-softmax) and `entropy_from_logits`. The loss is ours (`loss.py`), as is the batching.
+Logits only where the loss needs them: the vocabulary projection is the update's largest tensor
+(tokens x vocabulary, in fp32 for the log-softmax), and most of an episode's tokens are prompt,
+persona and page text that carry no loss. The forward asks the model for logits at the positions
+that score a generated token only (`logits_to_keep` as a boolean mask), so that tensor scales
+with the generated tokens, not the episode's length.
+
+TRL piece used: `selective_log_softmax_and_entropy` (per-token log-probs and entropies in one
+pass, without materialising the full log-softmax). The loss is ours (`loss.py`), as is the batching.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from trl.trainer.utils import entropy_from_logits, selective_log_softmax
+from trl.trainer.utils import selective_log_softmax_and_entropy
 
 from services.trainer.config import TrainerConfig
 from services.trainer.distributed import (
@@ -36,7 +43,7 @@ from services.trainer.distributed import (
     save_weights,
     world,
 )
-from services.trainer.loss import clipped_surrogate_loss
+from services.trainer.loss import clipped_surrogate_loss, importance_sampling_weights
 from shared.agent.advantage import TrainingSample
 
 OPTIMIZER_FILE = "optimizer.pt"
@@ -52,6 +59,10 @@ class UpdateStats:
     entropy: float
     logprob_mismatch: float
     """mean |trainer old log-prob - sampling log-prob| over generated tokens"""
+    logprob_mismatch_max: float
+    """the largest |trainer old log-prob - sampling log-prob| over generated tokens"""
+    importance_weight: dict[str, float] | None
+    """min, mean and max of the importance weights over generated tokens (None: no correction)"""
     kl_to_old: float
     """mean (old - new) log-prob on generated tokens after the step's updates (slime's ppo_kl)"""
     updates: int
@@ -64,6 +75,8 @@ class UpdateStats:
     rank_weight_spread: float | None = 0.0
     """after the step, the largest spread across ranks of a parameter's float64 sum: 0.0 when
     every rank holds the same weights; None under FSDP (each rank holds a shard)"""
+    peak_gpu_memory_gb: float | None = None
+    """the step's peak allocated accelerator memory (None on the CPU)"""
 
 
 def micro_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -162,10 +175,10 @@ class Policy:
     # -- log-probs --------------------------------------------------------------------------
 
     def _forward(
-        self, rows: Sequence[Sequence[int]], model: Any = None
+        self, rows: Sequence[Sequence[int]], masks: Sequence[Sequence[int]], model: Any = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-token log-probs [B, T] (position t scores token t given < t; position 0 is 0) and
-        entropies [B, T] of right-padded rows."""
+        """Per-token log-probs [B, T] and entropies [B, T] of right-padded rows (position t scores
+        token t given < t), computed at generated tokens (loss mask 1) only, 0 elsewhere."""
         model = model or self.model
         width = max(len(row) for row in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
@@ -174,22 +187,34 @@ class Policy:
             ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
             attention[index, : len(row)] = 1
         ids, attention = ids.to(self.device), attention.to(self.device)
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-        logits = logits / self.temperature  # the sampler's distribution: log_softmax(logits / T)
-        logprobs = selective_log_softmax(logits, ids[:, 1:])
-        zero = torch.zeros((len(rows), 1), dtype=logprobs.dtype, device=logprobs.device)
-        # the entropy keeps its graph only when an entropy bonus trains on it
-        bonus = self.config.entropy_coef > 0 and torch.is_grad_enabled()
-        with torch.set_grad_enabled(bonus):
-            entropy = torch.cat(
-                [zero, entropy_from_logits(logits if bonus else logits.detach())], 1
-            )
-        return torch.cat([zero, logprobs], dim=1), entropy
+        scored = _padded(masks, width, self.device) > 0  # [B, T]: the tokens that carry loss
+        scored[:, 0] = False  # nothing scores the first token
+        # The logits at position p score token p + 1. A boolean `logits_to_keep` makes the model
+        # project only those hidden states onto the vocabulary: logits [N generated, V].
+        before = torch.zeros_like(scored)
+        before[:, :-1] = scored[:, 1:]
+        if not bool(before.any()):
+            # Nothing scored: one position still runs the forward, so a loss keeps its graph and
+            # every rank joins the same collectives; masked_scatter below uses none of it.
+            before[0, 0] = True
+        logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=before).logits
+        # the sampler's distribution is log_softmax(logits / T); fp32 for the log-softmax
+        logprobs, entropy = selective_log_softmax_and_entropy(
+            logits.float(),
+            # the token each kept position scores, row-major as the model flattened them
+            ids.roll(-1, dims=1)[before],
+            # the entropy keeps its graph only when an entropy bonus trains on it
+            entropy_requires_grad=self.config.entropy_coef > 0 and torch.is_grad_enabled(),
+            temperature=self.temperature,
+        )
+        zeros = torch.zeros((len(rows), width), dtype=logprobs.dtype, device=self.device)
+        return zeros.masked_scatter(scored, logprobs), zeros.masked_scatter(scored, entropy)
 
     def logprobs(
         self, samples: Sequence[TrainingSample], model: Any = None
     ) -> tuple[list[list[float]], float]:
-        """No-grad log-probs of every sample's tokens, and the mean entropy on generated tokens."""
+        """No-grad log-probs of every sample's generated tokens (0 at context tokens), and the
+        mean entropy on generated tokens."""
         model = model or self.model
         model.eval()
         rows = [sample.segment.token_ids for sample in samples]
@@ -198,7 +223,9 @@ class Policy:
         with torch.no_grad(), self.accelerator.autocast():  # the reference computes as we do
             for batch in rank_share(batches):
                 # a padding turn (None) runs a forward too, keeping the ranks' collectives in step
-                logprobs, entropy = self._forward([rows[i] for i in batch or batches[0]], model)
+                turn = batch or batches[0]
+                masks = [samples[i].segment.loss_mask for i in turn]
+                logprobs, entropy = self._forward([rows[i] for i in turn], masks, model)
                 for position, index in enumerate(batch or []):
                     n = len(rows[index])
                     mask = torch.tensor(samples[index].segment.loss_mask, dtype=torch.float32)
@@ -220,11 +247,14 @@ class Policy:
         announce("train_step", episodes)
         config = self.config
         samples = [sample for episode in episodes for sample in episode]
+        if torch.device(self.device).type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         began = time.perf_counter()
         old, entropy = self.logprobs(samples)
         reference = self.logprobs(samples, self.reference)[0] if self.reference else None
         old_s = time.perf_counter() - began
-        mismatch = _mismatch(samples, old)
+        differences = _sampler_differences(samples, old)
+        weights = self._importance_weights(samples, old) if config.importance_sampling else None
 
         began = time.perf_counter()
         index_of = {id(sample): index for index, sample in enumerate(samples)}
@@ -234,7 +264,7 @@ class Policy:
                 s for episode in episodes[start : start + config.global_batch] for s in episode
             ]
             indices = [index_of[id(sample)] for sample in chunk]
-            results.append(self._update(chunk, [old[i] for i in indices], reference, indices))
+            results.append(self._update(chunk, old, reference, weights, indices))
         update_s = time.perf_counter() - began
         new, _ = self.logprobs(samples)
         kl = _mean_masked_difference(samples, old, new)
@@ -244,7 +274,9 @@ class Policy:
             clip_fraction=sum(r[1] for r in results) / len(results),
             grad_norm=sum(r[2] for r in results) / len(results),
             entropy=entropy,
-            logprob_mismatch=mismatch,
+            logprob_mismatch=sum(differences) / len(differences) if differences else math.nan,
+            logprob_mismatch_max=max(differences, default=math.nan),
+            importance_weight=_masked_summary(samples, weights) if weights else None,
             kl_to_old=kl,
             updates=len(results),
             samples=len(samples),
@@ -254,6 +286,7 @@ class Policy:
             update_s=update_s,
             ranks=world()[1],
             rank_weight_spread=self._rank_weight_spread(),
+            peak_gpu_memory_gb=_peak_gpu_memory_gb(self.device),
         )
 
     def _rank_weight_spread(self) -> float | None:
@@ -265,14 +298,37 @@ class Policy:
         every = gather_lists([sums])
         return max(max(values) - min(values) for values in zip(*every, strict=True))
 
+    def _importance_weights(
+        self, samples: Sequence[TrainingSample], old: Sequence[Sequence[float]]
+    ) -> list[list[float]]:
+        """Per token, the truncated weight exp(trainer old - sampling) of each sample."""
+        servers = self.config.rollout_servers
+        out = []
+        for sample, row in zip(samples, old, strict=True):
+            segment = sample.segment
+            weights = importance_sampling_weights(
+                torch.tensor([row], dtype=torch.float64),
+                torch.tensor([segment.logprobs], dtype=torch.float64),
+                torch.tensor([segment.loss_mask]),
+                mode=servers.importance_sampling_mode,
+                clip_min=servers.importance_sampling_clip_min or None,
+                clip_max=servers.importance_sampling_clip_max,
+            )
+            out.append(weights[0].tolist())
+        return out
+
     def _update(
         self,
         samples: Sequence[TrainingSample],
         old: Sequence[Sequence[float]],
         reference: Sequence[Sequence[float]] | None,
+        weights: Sequence[Sequence[float]] | None,
         indices: Sequence[int],
     ) -> tuple[float, float, float]:
-        """One optimizer update, micro-batched; returns (loss, clip fraction, grad norm)."""
+        """One optimizer update, micro-batched; returns (loss, clip fraction, grad norm).
+
+        `old`, `reference` and `weights` are indexed like the step's samples; `indices` maps
+        this update's samples to them."""
         config = self.config
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -288,10 +344,16 @@ class Policy:
         ranks = world()[1]
         for share in rank_share(batches):
             batch = share or batches[0]  # a padding turn: a zero loss, the same collectives
-            logprobs, entropy = self._forward([rows[i] for i in batch])
+            masks = [samples[i].segment.loss_mask for i in batch]
+            logprobs, entropy = self._forward([rows[i] for i in batch], masks)
             width = logprobs.shape[1]
-            mask = _padded([samples[i].segment.loss_mask for i in batch], width, self.device)
-            old_t = _padded([old[i] for i in batch], width, self.device)
+            mask = _padded(masks, width, self.device)
+            old_t = _padded([old[indices[i]] for i in batch], width, self.device)
+            weights_t = (
+                _padded([weights[indices[i]] for i in batch], width, self.device)
+                if weights is not None
+                else None
+            )
             advantages = torch.tensor(
                 [samples[i].advantage for i in batch], dtype=torch.float32, device=self.device
             )
@@ -303,6 +365,7 @@ class Policy:
                 clip_low=config.clip_low,
                 clip_high=config.clip_high,
                 aggregation=config.aggregation,
+                importance_weights=weights_t,
                 **totals,
             )
             loss = out.loss
@@ -381,16 +444,39 @@ def _aggregate(values: torch.Tensor, mask: torch.Tensor, aggregation: str, total
     return aggregate(values, mask, aggregation, **totals)
 
 
-def _mismatch(samples: Sequence[TrainingSample], old: Sequence[Sequence[float]]) -> float:
-    total, count = 0.0, 0
-    for sample, row in zip(samples, old, strict=True):
+def _sampler_differences(
+    samples: Sequence[TrainingSample], old: Sequence[Sequence[float]]
+) -> list[float]:
+    """|trainer old log-prob - sampling log-prob| of every generated token."""
+    return [
+        abs(recomputed - sampled)
+        for sample, row in zip(samples, old, strict=True)
         for mask, sampled, recomputed in zip(
             sample.segment.loss_mask, sample.segment.logprobs, row, strict=True
-        ):
-            if mask:
-                total += abs(recomputed - sampled)
-                count += 1
-    return total / count if count else math.nan
+        )
+        if mask
+    ]
+
+
+def _masked_summary(
+    samples: Sequence[TrainingSample], values: Sequence[Sequence[float]]
+) -> dict[str, float]:
+    """min, mean and max of per-token values over generated tokens."""
+    kept = [
+        value
+        for sample, row in zip(samples, values, strict=True)
+        for mask, value in zip(sample.segment.loss_mask, row, strict=True)
+        if mask
+    ]
+    if not kept:
+        return {"min": math.nan, "mean": math.nan, "max": math.nan}
+    return {"min": min(kept), "mean": sum(kept) / len(kept), "max": max(kept)}
+
+
+def _peak_gpu_memory_gb(device: Any) -> float | None:
+    if torch.device(device).type != "cuda":
+        return None
+    return torch.cuda.max_memory_allocated(device) / 2**30
 
 
 def _mean_masked_difference(

@@ -103,6 +103,18 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
         **({"prompt_version": config.prompt_version} if config.prompt_version else {}),
     )
     env = ShopEnv.from_preset(config.env_preset)
+    if config.rollout_servers.urls:  # vLLM servers sample; they get `version` pushed first
+        from services.trainer.weight_sync import server_rollouts
+
+        return server_rollouts(
+            config.rollout_servers,
+            env,
+            rollout,
+            policy,
+            context.out / "weights",
+            version,
+            split=config.split,
+        )
     if config.policy == "procedural":
         from shared.agent.backends import make_backend
 

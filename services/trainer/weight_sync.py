@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -247,11 +248,13 @@ class ServerRollouts:
         weights_root: Path,
         *,
         split: str = "train",
+        check_version: bool = True,
         make_backend: Callable[[str, str, str], Any] | None = None,
     ) -> None:
         self.env, self.sync, self.rollout, self.split = env, sync, rollout, split
         self.save, self.weights_root = save, Path(weights_root)
-        self.make_backend = make_backend or _openai_backend
+        self.check_version = check_version
+        self.make_backend = make_backend or partial(_openai_backend, rollout.concurrency)
         self.urls = [f"{root}/v1" for root in sync.roots]
 
     @property
@@ -272,7 +275,8 @@ class ServerRollouts:
     def run(self, specs: Sequence[Any]) -> list[Any]:
         from shared.agent.runner import RolloutEngine
 
-        self.sync.assert_current()
+        if self.check_version:
+            self.sync.assert_current()
         buckets: dict[int, list[int]] = {}
         groups: dict[str | None, int] = {}
         for index, spec in enumerate(specs):
@@ -296,10 +300,10 @@ class ServerRollouts:
         return out
 
 
-def _openai_backend(url: str, model: str, checkpoint_id: str) -> Any:
+def _openai_backend(concurrency: int, url: str, model: str, checkpoint_id: str) -> Any:
     from shared.agent.backends.openai_backend import OpenAIBackend
 
-    return OpenAIBackend(url, model, checkpoint_id=checkpoint_id)
+    return OpenAIBackend(url, model, checkpoint_id=checkpoint_id, concurrency=concurrency)
 
 
 def server_rollouts(
@@ -314,15 +318,19 @@ def server_rollouts(
 ) -> ServerRollouts:
     """The rollout source for `[rollout_servers] urls`, with `version` (the starting weights)
     already pushed: the trainer's `make_source` returns it instead of in-process rollouts."""
-    from services.trainer.distributed import save_weights
-
-    def save(folder: Path) -> None:  # LoRA: the peft model writes its adapter only
-        save_weights(policy.accelerator, policy.model, folder)
-        policy.tokenizer.save_pretrained(folder)
-
     sync = from_config(servers)
     if sync is None:
         raise ValueError("rollout_servers needs urls and a weight_sync mode")
-    source = ServerRollouts(env, sync, rollout, save, weights_root, split=split)
+    # `Policy.save_weights` is a collective under ranks (the followers join the gather); LoRA:
+    # the peft model writes its adapter only
+    source = ServerRollouts(
+        env,
+        sync,
+        rollout,
+        policy.save_weights,
+        weights_root,
+        split=split,
+        check_version=servers.check_version,
+    )
     source.weights_changed(version)
     return source

@@ -39,6 +39,16 @@ def test_cpu_preset_loads_and_keeps_two_updates_per_step():
     assert config.updates_per_step == 2
 
 
+def test_importance_sampling_is_on_with_servers_only():
+    assert TrainerConfig().importance_sampling is False  # in-process rollouts: no correction
+    servers = {"urls": ["http://x:8000/v1"], "weight_sync": "full"}
+    config = TrainerConfig.from_dict({"rollout_servers": servers})
+    assert config.importance_sampling is True  # on by default with servers
+    assert config.rollout_servers.importance_sampling_mode == "token_truncate"
+    off = TrainerConfig.from_dict({"rollout_servers": {**servers, "importance_sampling": False}})
+    assert off.importance_sampling is False
+
+
 def test_overrides_win_and_none_keeps_the_file():
     config = TrainerConfig.from_toml(CONFIGS / "paper.toml", policy="simulated", rounds=None)
     assert (config.policy, config.rounds) == ("simulated", 4)
@@ -59,6 +69,8 @@ def test_overrides_win_and_none_keeps_the_file():
         ({"split": "val"}, "train split only"),
         ({"lr": 0.0}, "lr must be > 0"),
         ({"rollout_servers": {"urls": ["http://x:8000"]}}, "stale policy"),
+        ({"rollout_servers": {"importance_sampling_mode": "token_clip"}}, "sampling_mode"),
+        ({"rollout_servers": {"importance_sampling_clip_max": 0.0}}, "clip_min <"),
         ({"gate": {"val_tasks": 0}}, "val_tasks"),
         ({"bogus": 1}, "unknown config keys: bogus"),
         ({"gate": {"bogus": 1}}, "gate.bogus"),

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.trainer.loss import aggregate, check_case, check_cases, clipped_surrogate_loss, pad
+from services.trainer.loss import (
+    aggregate,
+    check_case,
+    check_cases,
+    clipped_surrogate_loss,
+    importance_sampling_weights,
+    pad,
+)
 
 CASES = Path(__file__).resolve().parents[1] / "fixtures" / "trainer" / "grpo-loss-cases"
 REPO = Path(__file__).resolve().parents[2]
@@ -266,6 +273,82 @@ def test_the_trainer_refuses_an_unknown_aggregation_by_name():
     values = torch.zeros(1, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"one of \('sample_mean', 'token_mean'\), not 'mean'"):
         aggregate(values, torch.ones_like(values), "mean")
+
+
+def reference_weights(old, sampling, mask, mode, clip_min, clip_max) -> list[float]:
+    """TRL's importance weights in plain Python, from its documented modes."""
+    low = clip_min if clip_min is not None else -math.inf
+    high = clip_max if clip_max is not None else math.inf
+    if mode.startswith("sequence"):
+        total = sum(o - s for o, s, m in zip(old, sampling, mask, strict=True) if m)
+        ratios = [math.exp(total)] * len(old)
+    else:
+        ratios = [math.exp(o - s) for o, s in zip(old, sampling, strict=True)]
+    out = []
+    for ratio, m in zip(ratios, mask, strict=True):
+        if not m:
+            out.append(1.0)
+        elif mode.endswith("truncate"):
+            out.append(min(max(ratio, low), high))
+        else:
+            out.append(ratio if low <= ratio <= high else 0.0)
+    return out
+
+
+@pytest.mark.parametrize(
+    "mode", ["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+)
+@pytest.mark.parametrize("bounds", [(None, 3.0), (0.5, 2.0), (None, None)])
+def test_importance_weights_follow_trls_modes(mode, bounds):
+    rng = random.Random(7)
+    for _ in range(20):
+        n = rng.randint(1, 8)
+        old = [rng.uniform(-4, -0.1) for _ in range(n)]
+        sampling = [o + rng.uniform(-1.5, 1.5) for o in old]
+        mask = [rng.randint(0, 1) for _ in range(n)]
+        got = importance_sampling_weights(
+            torch.tensor([old], dtype=torch.float64),
+            torch.tensor([sampling], dtype=torch.float64),
+            torch.tensor([mask]),
+            mode=mode,
+            clip_min=bounds[0],
+            clip_max=bounds[1],
+        )
+        want = reference_weights(old, sampling, mask, mode, *bounds)
+        assert got[0].tolist() == pytest.approx(want, rel=1e-12)
+
+
+def test_importance_weights_scale_each_tokens_loss_and_gradient_not_the_clip_fraction():
+    case = random_case(random.Random(3), "token_mean")
+    logprobs = pad([s["logprobs"] for s in case["samples"]]).requires_grad_(True)
+    mask = pad([s["loss_mask"] for s in case["samples"]])
+    weights = 0.25 + 2 * torch.rand(logprobs.shape, dtype=torch.float64)
+    arguments = dict(
+        old_logprobs=pad([s["old_logprobs"] for s in case["samples"]]),
+        advantages=torch.tensor([s["advantage"] for s in case["samples"]], dtype=torch.float64),
+        loss_mask=mask,
+        clip_low=case["clip_low"],
+        clip_high=case["clip_high"],
+        aggregation="token_mean",
+    )
+    weighted = clipped_surrogate_loss(logprobs, importance_weights=weights, **arguments)
+    weighted.loss.backward()
+    weighted_grad = logprobs.grad.clone()
+    logprobs.grad = None
+    plain = clipped_surrogate_loss(logprobs, **arguments)
+    plain.loss.backward()
+    assert torch.allclose(weighted_grad, logprobs.grad * weights, atol=1e-12)
+    assert float(weighted.clip_fraction) == float(plain.clip_fraction)
+    per_token = []  # the loss is the weighted mean of the same per-token terms
+    for index, sample in enumerate(case["samples"]):
+        single = {**case, "samples": [sample]}
+        for t, m in enumerate(sample["loss_mask"]):
+            if m:
+                only = [1 if u == t else 0 for u in range(len(sample["loss_mask"]))]
+                token_case = {**single, "samples": [{**sample, "loss_mask": only}]}
+                per_token.append(reference_loss(token_case)[0] * float(weights[index, t]))
+    expected = sum(per_token) / len(per_token)
+    assert float(weighted.loss.detach()) == pytest.approx(expected, rel=1e-10)
 
 
 def test_loss_check_reads_the_shared_cases_file_one_result_per_case():
