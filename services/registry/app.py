@@ -26,6 +26,7 @@ from services.registry.db import make_engine, make_session_factory, make_write_e
 from services.registry.errors import install_error_handlers
 from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
+from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
 from services.registry.threads import run_blocking
 
@@ -94,6 +95,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(StandardHeaders)  # added last: outermost, so every answer has them
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
 

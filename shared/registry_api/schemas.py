@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from shared.chunks import ChunkContent
+from shared.chunks import ChunkContent, nfc
 from shared.hashing import content_hash
 
 MAX_ID = 2**31 - 1
@@ -109,12 +109,24 @@ Count = Annotated[int, Strict(), Field(ge=0, le=MAX_ID)]
 Finite = Annotated[float, Strict(), AfterValidator(_finite)]
 Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
 FreeJson = Annotated[dict[str, Any], AfterValidator(_sorted_keys)]
-Text = Annotated[str, StringConstraints(max_length=4000), AfterValidator(_no_nul)]
+Text = Annotated[
+    str, StringConstraints(max_length=4000), AfterValidator(_no_nul), AfterValidator(nfc)
+]
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ]
-Label = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
-Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000), AfterValidator(_no_nul)]
+Label = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_no_nul),
+    AfterValidator(nfc),
+]
+Reason = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2000),
+    AfterValidator(_no_nul),
+    AfterValidator(nfc),
+]
 Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Binary = Annotated[int, Strict(), Field(ge=0, le=1)]
 

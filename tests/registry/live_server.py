@@ -34,6 +34,8 @@ INTRASKILL = Path(sys.executable).with_name("intraskill")
 # Operator tokens the registry must refuse: one past its expiry, one revoked.
 EXPIRED_TOKEN = "test-token-expired-operator"
 REVOKED_TOKEN = "test-token-revoked-operator"
+# Listed twice, once active and once revoked (issue 22): revoked must win.
+TWICE_LISTED_TOKEN = "test-token-twice-listed-operator"
 
 
 def token_grants() -> str:
@@ -58,6 +60,15 @@ def token_grants() -> str:
             "revoked": True,
         },
     ]
+    for revoked in (False, True):
+        grants.append(
+            {
+                "name": "twice-listed-bot",
+                "role": "operator",
+                "token_sha256": hash_token(TWICE_LISTED_TOKEN),
+                "revoked": revoked,
+            }
+        )
     return json.dumps(grants)
 
 

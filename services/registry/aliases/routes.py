@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Header, Request, Response, status
 from starlette.concurrency import run_in_threadpool
 
 from services.registry.aliases import service
@@ -17,9 +17,8 @@ from services.registry.deps import (
     SessionDep,
     SettingsDep,
 )
-from services.registry.paths import NamePath
+from services.registry.paths import NamePath, OptionalIdQuery
 from shared.registry_api.schemas import (
-    MAX_ID,
     AliasCreate,
     AliasEventPublic,
     AliasMove,
@@ -65,7 +64,7 @@ async def list_aliases(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
-    bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    bank_id: OptionalIdQuery = None,
 ) -> Page[AliasPublic]:
     """List aliases, optionally those pointing at one bank."""
     return await run_in_threadpool(

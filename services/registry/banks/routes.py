@@ -11,7 +11,7 @@ from services.registry.banks import service
 from services.registry.banks.cache import CachedBank, FrozenBankCache
 from services.registry.concurrency import etag_matches
 from services.registry.deps import EvaluatorWrite, OperatorWrite, Pagination, Reader, SessionDep
-from services.registry.paths import IdPath, RoundQuery
+from services.registry.paths import Decimal, IdPath, OptionalIdQuery, RoundQuery
 from shared.registry_api.schemas import (
     MAX_ID,
     BankCreate,
@@ -87,7 +87,7 @@ async def list_banks(
     paging: Pagination,
     status: BankStatus | None = None,
     round: RoundQuery = None,
-    parent_bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    parent_bank_id: OptionalIdQuery = None,
 ) -> Page[BankSummary]:
     """List bank summaries (status, hash, size), filtered."""
     return await run_in_threadpool(
@@ -149,7 +149,7 @@ async def diff_banks(
     bank_id: IdPath,
     session: SessionDep,
     _: Reader,
-    against: Annotated[int, Query(ge=1, le=MAX_ID, description="the older bank")],
+    against: Annotated[int, Decimal, Query(ge=1, le=MAX_ID, description="the older bank")],
 ) -> BankDiff:
     """Added / retired / rewritten chunks and rho changes from `against` to this bank."""
     return await run_in_threadpool(service.diff, session=session, bank_id=bank_id, against=against)

@@ -1,0 +1,229 @@
+"""Issue 22 (and the registry half of issue 21): a second live probe of a real
+`intraskill registry serve` process, on Postgres and on SQLite.
+
+Each test pins one defect the probe found: races that left a bank unservable or answered 503,
+nested JSON that crashed the server or poisoned the audit log, look-alike text and names, token
+and path-id gaps, exactly-once citations and gold readable outside the privileged audit. The
+app-role and frozen-database tests are in `test_live_server_database_roles.py`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from live_server import TWICE_LISTED_TOKEN, LiveRegistry, concurrently, serve_registry
+from registry_support import chunk_content, headers
+
+from shared.registry_api.schemas import Role
+from tests.live_servers import scratch_database
+
+DATABASES = ["postgres", "sqlite"]
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def registry(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[LiveRegistry]:
+    """One server per database kind for the module (tests make uniquely named objects)."""
+    with (
+        scratch_database(request.param, tmp_path_factory.mktemp(request.param)) as url,
+        serve_registry(url) as live,
+    ):
+        yield live
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def versions(registry: LiveRegistry, n: int) -> list[int]:
+    return [registry.chunk(unique(f"v{i}"))["latest"]["id"] for i in range(n)]
+
+
+def entries(version_ids: list[int]) -> list[dict]:
+    return [{"chunk_version_id": vid, "rho": 0.5} for vid in version_ids]
+
+
+# ---------------------------------------------------------------- 1. freeze racing a PATCH
+
+
+def test_a_freeze_racing_an_entries_patch_never_freezes_other_content(registry: LiveRegistry):
+    """Item 1: freeze and PATCH both answered 200; the freeze hashed 1 entry while 3 were
+    stored, and the bank then answered 500 for good (Postgres, 19 runs in 20)."""
+    one, *three = versions(registry, 4)
+    for _ in range(10):
+        draft = registry.bank([one], freeze=False)
+        freeze = {
+            "method": "POST",
+            "url": f"/v1/banks/{draft['id']}/freeze",
+            "headers": headers(Role.evaluator),
+        }
+        patch = {
+            "method": "PATCH",
+            "url": f"/v1/banks/{draft['id']}",
+            "json": {"entries": entries(three)},
+            "headers": headers(Role.evaluator),
+        }
+        frozen, patched = concurrently(registry.url, [freeze, patch])
+        assert frozen.status_code == 200, frozen.text
+        # The PATCH either came first (and the freeze hashed its 3 entries) or lost (409).
+        assert patched.status_code in (200, 409), patched.text
+        expected = 3 if patched.status_code == 200 else 1
+        assert frozen.json()["n_entries"] == expected
+        document = registry.call("GET", f"/v1/banks/{draft['id']}")
+        assert document.status_code == 200, document.text
+        assert len(document.json()["entries"]) == expected
+        assert document.headers["etag"] == f'"{frozen.json()["content_hash"]}"'
+        rendered = registry.ok("GET", f"/v1/banks/{draft['id']}/render")
+        assert len(rendered["injected"]) == expected
+
+
+# ---------------------------------------------------------------- 5. parent cycles at once
+
+
+def test_concurrent_parent_cycle_patches_answer_422_never_503(registry: LiveRegistry):
+    """Item 5: two drafts made each other's parent at once deadlocked on Postgres and the loser
+    heard 503 "unavailable" (9 runs in 10); one must win and the other hear the cycle (422)."""
+    [version] = versions(registry, 1)
+    for _ in range(10):
+        first, second = (registry.bank([version], freeze=False) for _ in range(2))
+        patches = [
+            {
+                "method": "PATCH",
+                "url": f"/v1/banks/{bank['id']}",
+                "json": {"parent_bank_id": other["id"]},
+                "headers": headers(Role.evaluator),
+            }
+            for bank, other in ((first, second), (second, first))
+        ]
+        answers = concurrently(registry.url, patches)
+        assert sorted(answer.status_code for answer in answers) == [200, 422], [
+            answer.text for answer in answers
+        ]
+        parents = [
+            registry.ok("GET", f"/v1/banks/{bank['id']}/summary")["parent_bank_id"]
+            for bank in (first, second)
+        ]
+        assert parents.count(None) == 1
+
+
+# ---------------------------------------------------------------- 7. smaller items
+
+
+def test_a_token_listed_active_and_revoked_is_refused(registry: LiveRegistry):
+    """Item 7: the same token listed twice, once revoked, stayed usable."""
+    response = registry.call(
+        "GET", "/v1/banks", role=None, headers={"Authorization": f"Bearer {TWICE_LISTED_TOKEN}"}
+    )
+    assert response.status_code == 401, response.text
+
+
+@pytest.mark.parametrize(
+    "name", ["production.", "production-", "production_", "pr0duction", "prod.uction"]
+)
+def test_look_alikes_of_a_protected_alias_are_protected(registry: LiveRegistry, name: str):
+    """Item 7: an evaluator created `production.`, a look-alike of the protected `production`."""
+    [bank] = [registry.bank(versions(registry, 1))]
+    body = {"name": name, "bank_id": bank["id"], "reason": "look-alike"}
+    refused = registry.call("POST", "/v1/aliases", role=Role.evaluator, json=body)
+    assert refused.status_code == 403, refused.text
+    assert registry.call("GET", f"/v1/aliases/{name}").status_code == 404
+
+
+def test_an_ordinary_alias_near_a_protected_name_is_not_protected(registry: LiveRegistry):
+    """The fold is not over-eager: `production-v2` reads differently and stays an evaluator's."""
+    bank = registry.bank(versions(registry, 1))
+    name = unique("production-v2")
+    created = registry.call(
+        "POST",
+        "/v1/aliases",
+        role=Role.evaluator,
+        json={"name": name, "bank_id": bank["id"], "reason": "r"},
+    )
+    assert created.status_code == 201, created.text
+    assert created.json()["protected"] is False
+
+
+@pytest.mark.parametrize("spelling", ["+{id}", "0{id}", "%20{id}", "{id}%20", "{id}.0"])
+def test_path_and_query_ids_are_plain_decimal(registry: LiveRegistry, spelling: str):
+    """Item 7: `+1`, `01` and `%201` resolved to id 1 though the docs say ids are strict."""
+    [version] = versions(registry, 1)
+    bank = registry.bank([version])
+    chunk_id = registry.ok("GET", f"/v1/chunk-versions/{version}")["chunk_id"]
+    for path in (
+        f"/v1/banks/{spelling.format(id=bank['id'])}",
+        f"/v1/banks/{spelling.format(id=bank['id'])}/summary",
+        f"/v1/chunks/{spelling.format(id=chunk_id)}",
+        f"/v1/banks/{bank['id']}/diff?against={spelling.format(id=bank['id'])}",
+        f"/v1/banks?parent_bank_id={spelling.format(id=bank['id'])}",
+    ):
+        response = registry.call("GET", path)
+        assert response.status_code in (404, 422), (path, response.status_code, response.text)
+    assert registry.call("GET", f"/v1/banks/{bank['id']}").status_code == 200
+
+
+def test_every_answer_says_nosniff(registry: LiveRegistry):
+    """Item 7: `X-Content-Type-Options: nosniff` on every answer, whichever layer wrote it."""
+    bank = registry.bank(versions(registry, 1))
+    registry.ok("GET", f"/v1/banks/{bank['id']}")  # cached: the next GET takes the fast path
+    answers = [
+        registry.call("GET", f"/v1/banks/{bank['id']}"),  # fast path, 200
+        registry.call("GET", f"/v1/banks/{bank['id']}/summary"),  # route, 200
+        registry.call("GET", "/v1/banks", role=None),  # 401
+        registry.call("GET", "/v1/banks/2000000000"),  # 404
+        registry.call("POST", "/v1/cards", content=b"x" * (2 << 20)),  # 413 (body limit)
+        registry.call("GET", "/healthz", role=None),
+    ]
+    for answer in answers:
+        assert answer.headers.get("x-content-type-options") == "nosniff", answer.status_code
+
+
+# ---------------------------------------------------------------- 6. look-alike text
+
+
+def test_nfd_and_nfc_spellings_of_a_chunk_are_one_version(registry: LiveRegistry):
+    """Item 6: an NFD copy of an NFC chunk became a new version, and the NFC text again
+    another: three versions that read the same with different hashes."""
+    slug = unique("nfc")
+    nfc = chunk_content(slug, title="Café crème: vérifier le prix")
+    nfd = {
+        key: (
+            [unicodedata.normalize("NFD", step) for step in value]
+            if isinstance(value, list)
+            else unicodedata.normalize("NFD", value)
+        )
+        for key, value in nfc.items()
+    }
+    assert nfd != nfc
+    created = registry.ok(
+        "POST", "/v1/chunks", role=Role.analyst, json={"slug": slug, "content": nfd}
+    )
+    assert created["latest"]["content"]["title"] == unicodedata.normalize("NFC", nfd["title"])
+    chunk_id = created["id"]
+    for content in (nfc, nfd):
+        again = registry.call(
+            "POST", f"/v1/chunks/{chunk_id}/versions", role=Role.analyst, json={"content": content}
+        )
+        assert again.status_code == 200, again.text  # unchanged: no new version
+        assert again.json()["content_hash"] == created["latest"]["content_hash"]
+    assert registry.ok("GET", f"/v1/chunks/{chunk_id}/versions")["total"] == 1
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200d", "\u2060", "\ufeff", "\u202e"])
+def test_invisible_format_characters_in_a_title_are_refused(registry: LiveRegistry, invisible: str):
+    """Item 6: a zero-width space in a title was stored as is (refused now, not stripped)."""
+    slug = unique("zw")
+    content = chunk_content(slug, title=f"Check{invisible} the price")
+    response = registry.call(
+        "POST", "/v1/chunks", role=Role.analyst, json={"slug": slug, "content": content}
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"][:3] == ["body", "content", "title"]
+    bad_slug = registry.call(
+        "POST",
+        "/v1/chunks",
+        role=Role.analyst,
+        json={"slug": f"zw{invisible}{slug}", "content": chunk_content(slug)},
+    )
+    assert bad_slug.status_code == 422, bad_slug.text
