@@ -29,8 +29,12 @@ from services.registry.gates.routes import router as gates_router
 from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
 from services.registry.threads import run_blocking
+from shared.registry_api.schemas import MAX_JSON_DEPTH
 
 API_PREFIX = "/v1"
+# A request body may hold a free-form document (MAX_JSON_DEPTH levels) a few levels down; any
+# body nested deeper than this is refused whole (422) before it is parsed.
+MAX_REQUEST_JSON_DEPTH = 2 * MAX_JSON_DEPTH
 
 
 def _ping(engine: Engine) -> None:
@@ -94,7 +98,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_body_bytes, max_depth=MAX_REQUEST_JSON_DEPTH
+    )
     app.add_middleware(StandardHeaders)  # added last: outermost, so every answer has them
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)

@@ -32,6 +32,11 @@ MAX_PAGE = 500
 MAX_OBSERVATIONS_PER_BATCH = 1000
 MAX_POOL_COLUMNS = 64
 MAX_GATE_TASKS = 100_000
+# How deeply a free-form document (a card's `extras`, `privileged_audit`) may nest objects and
+# arrays, the document itself being level 1. Far above what the analyst writes (about 5), far
+# below what breaks a reader: the audit log stores a document inside two more levels, and the
+# JSON encoder refuses past 254.
+MAX_JSON_DEPTH = 32
 
 # The reward components every gate observation carries, bare and masked (strict decides).
 REWARD_COMPONENTS: tuple[str, ...] = (
@@ -90,6 +95,29 @@ def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[tuple, str]
     return None
 
 
+def json_depth(value: Any) -> int:
+    """Levels of nested objects and arrays in decoded JSON (a scalar is 0), without recursion:
+    the value may be far deeper than the interpreter's recursion limit."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in _children(item))
+    return deepest
+
+
+def _children(item: dict | list) -> Any:
+    return item.values() if isinstance(item, dict) else item
+
+
+def _shallow(value: dict[str, Any]) -> dict[str, Any]:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"free-form JSON may nest at most {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
 def _sorted_keys(value: Any) -> Any:
     # Free-form documents come back in one key order on every database (Postgres JSONB
     # reorders keys, SQLite keeps them as sent): same request, same bytes.
@@ -108,7 +136,9 @@ Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
 Count = Annotated[int, Strict(), Field(ge=0, le=MAX_ID)]
 Finite = Annotated[float, Strict(), AfterValidator(_finite)]
 Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+# A free-form document as read back (keys sorted); `FreeJsonIn` is one a client may send.
 FreeJson = Annotated[dict[str, Any], AfterValidator(_sorted_keys)]
+FreeJsonIn = Annotated[dict[str, Any], AfterValidator(_shallow), AfterValidator(_sorted_keys)]
 Text = Annotated[
     str, StringConstraints(max_length=4000), AfterValidator(_no_nul), AfterValidator(nfc)
 ]
@@ -718,11 +748,11 @@ class CardCreate(_Wire):
     evidence_id: Id | None = None
     outcome: CardOutcome
     eligible: StrictBool
-    privileged_audit: FreeJson = Field(default_factory=dict)
+    privileged_audit: FreeJsonIn = Field(default_factory=dict)
     deployable: DeployableAbstraction | None = None
     firewall_findings: list[FirewallFinding] = Field(default_factory=list, max_length=200)
     forced_no_proposal_reason: Text | None = None
-    extras: FreeJson = Field(default_factory=dict)
+    extras: FreeJsonIn = Field(default_factory=dict)
 
 
 class CardPublic(_Out):

@@ -227,3 +227,69 @@ def test_invisible_format_characters_in_a_title_are_refused(registry: LiveRegist
         json={"slug": f"zw{invisible}{slug}", "content": chunk_content(slug)},
     )
     assert bad_slug.status_code == 422, bad_slug.text
+
+
+# ---------------------------------------------------------------- 2. deeply nested JSON
+
+MAX_DEPTH = 32  # docs/registry.md: free-form documents nest at most 32 levels
+
+
+def document_text(levels: int, kind: str) -> bytes:
+    """A free-form document (an object) nesting `levels` levels of objects or arrays in all."""
+    if kind == "arrays":
+        return b'{"k": ' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+    return b'{"k": ' * (levels - 1) + b"{}" + b"}" * (levels - 1)
+
+
+def card_body(field: str, document: bytes) -> bytes:
+    head = b'{"round": 0, "task_id": "deep", "outcome": "NO_PROPOSAL", "eligible": false'
+    return head + b', "' + field.encode() + b'": ' + document + b"}"
+
+
+def post_raw(registry: LiveRegistry, body: bytes):
+    return registry.call(
+        "POST",
+        "/v1/cards",
+        role=Role.analyst,
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+
+
+@pytest.mark.parametrize("field", ["extras", "privileged_audit"])
+@pytest.mark.parametrize("kind", ["arrays", "objects"])
+def test_free_form_json_past_the_depth_limit_is_a_422(
+    registry: LiveRegistry, field: str, kind: str
+):
+    """Item 2: `extras` nested 255-256 deep answered 500 and dropped the connection, or was
+    stored and then broke every audit page that held it; `privileged_audit` 256-400 deep was
+    stored and its card's audit answered 500 for good."""
+    at_limit = post_raw(registry, card_body(field, document_text(MAX_DEPTH, kind)))
+    assert at_limit.status_code == 201, at_limit.text
+    for levels in (MAX_DEPTH + 1, 64, 254, 255, 256, 400, 5_000, 100_000):
+        response = post_raw(registry, card_body(field, document_text(levels, kind)))
+        assert response.status_code == 422, (levels, response.status_code, response.text[:300])
+        loc = response.json()["detail"][0]["loc"]
+        assert loc[0] == "body" and loc[1:2] in ([], [field]), loc
+    # Everything that reads the stored documents back still answers.
+    card_id = at_limit.json()["id"]
+    for path, params in (
+        ("/v1/audit", {}),
+        ("/v1/audit", {"object_type": "card", "object_id": card_id}),
+        ("/v1/audit", {"actor": "analyst-bot"}),
+        ("/v1/audit", {"action": "card.create"}),
+        (f"/v1/cards/{card_id}", {}),
+        (f"/v1/cards/{card_id}/audit", {}),
+        ("/v1/cards", {"task_id": "deep"}),
+    ):
+        response = registry.call("GET", path, params=params)
+        assert response.status_code == 200, (path, response.status_code)
+
+
+def test_deep_nesting_in_a_typed_field_is_a_422_not_a_500(registry: LiveRegistry):
+    """The body-wide limit: deep junk where a number belongs cannot reach the parser or the
+    422 handler (which echoes the input) and crash them."""
+    for levels in (100, 300, 5_000):
+        body = b'{"round": ' + b"[" * levels + b"]" * levels + b', "task_id": "t"}'
+        response = post_raw(registry, body)
+        assert response.status_code == 422, (levels, response.status_code, response.text[:300])
