@@ -756,7 +756,9 @@ class CardCreate(_Wire):
 
 
 class CardPublic(_Out):
-    """A failure card without its privileged audit (see `CardAuditPublic`)."""
+    """A failure card without its privileged audit (see `CardAuditPublic`). Gold stays there
+    too: each firewall finding's `text` reads "[withheld: ...]", and a card with findings shows
+    no `deployable`."""
 
     id: int
     round: int
@@ -774,8 +776,13 @@ class CardPublic(_Out):
 
 
 class CardAuditPublic(_Out):
+    """The gold-aware half of a card: its privileged audit, the firewall's findings with the
+    text they matched, and its deployable abstraction as sent (blocked or not)."""
+
     card_id: int
     privileged_audit: FreeJson
+    firewall_findings: list[FirewallFinding] = Field(default_factory=list)
+    deployable: DeployableAbstraction | None = None
 
 
 class CandidateCreate(_Wire):
