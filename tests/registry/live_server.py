@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from registry_support import ACTORS, TOKENS, chunk_content, free_port, headers
+import psycopg
+from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
 
 from shared.http_retry import wait_until_ready
 from shared.registry_api.schemas import Role
-from tests.live_servers import REPO, start_server, stop
+from tests.live_servers import REPO, scratch_postgres_database, start_server, stop
 
 REPO_ROOT = REPO
 INTRASKILL = Path(sys.executable).with_name("intraskill")
@@ -124,6 +125,31 @@ def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]
     finally:
         if not stop(process):
             raise AssertionError("registry did not stop on SIGTERM")
+
+
+@contextmanager
+def serve_as_app_role() -> Iterator[tuple[LiveRegistry, str]]:
+    """A Postgres registry served as a role that owns nothing (`migrate --app-role`); yields
+    it and the owner's URL."""
+    role = f"registry_app_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with scratch_postgres_database() as owner_url:
+            migrated = subprocess.run(
+                [str(INTRASKILL), "registry", "migrate", "--database-url", owner_url,
+                 "--app-role", role],
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+            app_url = owner_url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+            with serve_registry(app_url) as live:
+                yield live, owner_url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
 
 
 # ---------------------------------------------------------------- databases

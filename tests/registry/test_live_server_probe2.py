@@ -293,3 +293,130 @@ def test_deep_nesting_in_a_typed_field_is_a_422_not_a_500(registry: LiveRegistry
         body = b'{"round": ' + b"[" * levels + b"]" * levels + b', "task_id": "t"}'
         response = post_raw(registry, body)
         assert response.status_code == 422, (levels, response.status_code, response.text[:300])
+
+
+# ---------------------------------------------------------------- issue 21: cards
+
+
+def eligible_card(registry: LiveRegistry, task: str) -> int:
+    body = {
+        "round": 0,
+        "task_id": task,
+        "outcome": "ADD",
+        "eligible": True,
+        "deployable": {
+            "failure_mechanism": "the query left out the budget",
+            "applicable_when": "the task states a budget",
+            "observable_trigger": "first-page prices above the budget",
+            "corrective_procedure": "put the budget into the search query",
+            "verification_step": "first-page prices are within the budget",
+        },
+    }
+    return registry.ok("POST", "/v1/cards", role=Role.analyst, json=body)["id"]
+
+
+def candidate(card_ids: list[int], round: int, tag: str) -> dict:
+    return {
+        "round": round,
+        "operation": "ADD",
+        "slug": unique(f"cand-{tag}"),
+        "content": chunk_content(unique(tag)),
+        "source_card_ids": card_ids,
+    }
+
+
+def test_a_card_backs_one_candidate_per_round(registry: LiveRegistry):
+    """Issue 21, exactly-once: two candidates citing one card in one round were both stored."""
+    card, other = eligible_card(registry, unique("t")), eligible_card(registry, unique("t"))
+    first = registry.call(
+        "POST", "/v1/candidates", role=Role.analyst, json=candidate([card], 0, "a")
+    )
+    assert first.status_code == 201, first.text
+    again = registry.call(
+        "POST", "/v1/candidates", role=Role.analyst, json=candidate([other, card], 0, "b")
+    )
+    assert again.status_code == 409, again.text
+    assert str(first.json()["id"]) in again.json()["detail"]
+    twice = registry.call(
+        "POST", "/v1/candidates", role=Role.analyst, json=candidate([other, other], 0, "c")
+    )
+    assert twice.status_code == 422, twice.text
+    # Another round may cite it again; the refused request above stored nothing for `other`.
+    next_round = registry.call(
+        "POST", "/v1/candidates", role=Role.analyst, json=candidate([card, other], 1, "d")
+    )
+    assert next_round.status_code == 201, next_round.text
+    assert (
+        registry.call(
+            "POST", "/v1/candidates", role=Role.analyst, json=candidate([other], 0, "e")
+        ).status_code
+        == 201
+    )
+
+
+def test_racing_candidates_citing_one_card_store_exactly_one(registry: LiveRegistry):
+    """Issue 21: the database key decides a race the service's own check cannot see."""
+    card = eligible_card(registry, unique("t"))
+    posts = [
+        {
+            "method": "POST",
+            "url": "/v1/candidates",
+            "json": candidate([card], 0, f"race{i}"),
+            "headers": headers(Role.analyst),
+        }
+        for i in range(10)
+    ]
+    answers = concurrently(registry.url, posts)
+    assert sorted(answer.status_code for answer in answers) == [201] + [409] * 9, [
+        answer.text for answer in answers if answer.status_code not in (201, 409)
+    ]
+
+
+GOLD = "Sennheiser Momentum XM5"
+
+
+def blocked_card(registry: LiveRegistry) -> dict:
+    body = {
+        "round": 0,
+        "task_id": unique("gold"),
+        "outcome": "ADD",
+        "eligible": False,
+        "deployable": {
+            "failure_mechanism": "the agent never searched the brand",
+            "applicable_when": "headphones",
+            "observable_trigger": "no brand in the query",
+            "corrective_procedure": f"search for {GOLD}",
+            "verification_step": "the title names the brand",
+        },
+        "firewall_findings": [
+            {"rule": "gold_title", "text": GOLD, "field": "corrective_procedure"}
+        ],
+    }
+    response = registry.call("POST", "/v1/cards", role=Role.analyst, json=body)
+    assert response.status_code == 201, response.text
+    return response
+
+
+def test_gold_the_firewall_found_is_read_only_in_the_privileged_audit(registry: LiveRegistry):
+    """Issue 21: `CardPublic` showed `firewall_findings[].text` (the matched gold) and a blocked
+    card's deployable text to the Reader role; so did the audit log."""
+    created = blocked_card(registry)
+    card_id = created.json()["id"]
+    assert GOLD not in created.text
+    for role in (Role.reader, Role.trainer, Role.evaluator, Role.analyst, Role.operator):
+        for path, params in (
+            (f"/v1/cards/{card_id}", {}),
+            ("/v1/cards", {"task_id": created.json()["task_id"]}),
+            ("/v1/audit", {"object_type": "card", "object_id": card_id}),
+        ):
+            response = registry.call("GET", path, role=role, params=params)
+            assert response.status_code == 200, response.text
+            assert GOLD not in response.text, (role, path)
+    shown = registry.ok("GET", f"/v1/cards/{card_id}", role=Role.reader)
+    assert [f["rule"] for f in shown["firewall_findings"]] == ["gold_title"]
+    assert shown["deployable"] is None
+    for role in (Role.reader, Role.trainer, Role.evaluator):
+        assert registry.call("GET", f"/v1/cards/{card_id}/audit", role=role).status_code == 403
+    audit = registry.ok("GET", f"/v1/cards/{card_id}/audit", role=Role.analyst)
+    assert audit["firewall_findings"][0]["text"] == GOLD
+    assert GOLD in audit["deployable"]["corrective_procedure"]

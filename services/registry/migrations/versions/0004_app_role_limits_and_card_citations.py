@@ -14,7 +14,7 @@ On Postgres, triggers that bind every role (issue 22, the app role could rewrite
 - settled once: a gate run changes only its status and note, and only while open; an all-wrong
   group only its retry outcome and trace, while pending; an idempotency record only its stored
   answer, while it has none; a candidate gets its chunk version once and is settled once
-  (proposed -> selected | rejected, with the decision), nothing else;
+  (proposed -> selected | rejected, naming the decision), nothing else;
 - aliases: never deleted; a move changes only the target, revision (+1), who and when, points
   at a frozen bank, and must commit with the alias_events row of its revision (checked at
   commit, so `UPDATE aliases SET bank_id = ...` alone is refused). Per-column grants for the app
@@ -81,7 +81,7 @@ FUNCTIONS = {
            OR (OLD.chunk_version_id IS NOT NULL
                AND NEW.chunk_version_id IS DISTINCT FROM OLD.chunk_version_id)
            OR ((NEW.status, NEW.decision_id) IS DISTINCT FROM (OLD.status, OLD.decision_id)
-               AND OLD.status <> 'proposed') THEN
+               AND (OLD.status <> 'proposed' OR NEW.decision_id IS NULL)) THEN
             RAISE EXCEPTION 'candidate %: its version is set once and it is settled once', OLD.id
                 USING ERRCODE = 'restrict_violation';
         END IF;""",
