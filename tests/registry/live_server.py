@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -189,10 +190,12 @@ def cluster_tools_missing() -> str | None:
 
 
 @contextmanager
-def throwaway_cluster() -> Iterator[ThrowawayCluster]:
-    """A new Postgres cluster on a free port with trust auth on loopback; dropped afterwards."""
+def throwaway_cluster(port: int | None = None) -> Iterator[ThrowawayCluster]:
+    """A new Postgres cluster on `port` (default: a free one) with trust auth on loopback;
+    dropped afterwards."""
     version = sorted(Path("/usr/lib/postgresql").iterdir(), key=lambda p: int(p.name))[-1].name
-    cluster = ThrowawayCluster(version, f"regfault{os.getpid()}{uuid.uuid4().hex[:4]}", free_port())
+    name = f"regfault{os.getpid()}{uuid.uuid4().hex[:4]}"
+    cluster = ThrowawayCluster(version, name, port or free_port())
     subprocess.run(
         [
             "pg_createcluster", version, cluster.name, "--port", str(cluster.port),
@@ -207,6 +210,28 @@ def throwaway_cluster() -> Iterator[ThrowawayCluster]:
         subprocess.run(
             ["pg_dropcluster", "--stop", version, cluster.name], check=False, capture_output=True
         )
+
+
+def cluster_processes(cluster: ThrowawayCluster) -> list[int]:
+    """The postmaster's pid and those of all its children (backends, checkpointer, ...)."""
+    data = Path(f"/var/lib/postgresql/{cluster.version}/{cluster.name}")
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    return [postmaster, *map(int, children)]
+
+
+@contextmanager
+def frozen(cluster: ThrowawayCluster) -> Iterator[None]:
+    """The whole cluster stopped with SIGSTOP (a host that stops answering but keeps its
+    sockets open: the kernel still accepts connections), continued on exit."""
+    pids = cluster_processes(cluster)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
 
 
 # ---------------------------------------------------------------- concurrency
