@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from sqlalchemy import Engine
@@ -79,8 +79,6 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # The loop's default limiter: every run_blocking (and run_read) call queues on it.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_threads
-        # Readiness probes run on threads of their own: never queued behind database work.
-        app.state.probe_limiter = anyio.CapacityLimiter(READY_PROBES_AT_ONCE)
         # What start-up built (routes, models, table metadata: ~130k objects) lives as long as
         # the process; frozen, the collector's full passes skip it. Unfrozen, each full pass
         # took 50-150 ms under load, stalling every request on that worker.
@@ -104,6 +102,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.write_engine = write_engine
     app.state.write_session_factory = make_session_factory(write_engine)
+    # Readiness probes run on threads of their own: never queued behind database work.
+    probe_limiter = anyio.CapacityLimiter(READY_PROBES_AT_ONCE)
     app.state.tokens = TokenTable(settings.tokens)
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
     if settings.frozen_bank_fast_path:
@@ -139,12 +139,12 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
         tags=["meta"],
         responses={503: {"description": "the database does not answer; Retry-After set"}},
     )
-    async def readyz(request: Request) -> dict[str, str]:
+    async def readyz() -> dict[str, str]:
         """Readiness: the database answers a query on a connection of the probe's own, within
         `ready_timeout_s` (503 + Retry-After when it does not), whatever the pool is doing."""
         with anyio.move_on_after(settings.ready_timeout_s):
             await anyio.to_thread.run_sync(
-                _ping, probe_engine, abandon_on_cancel=True, limiter=request.app.state.probe_limiter
+                _ping, probe_engine, abandon_on_cancel=True, limiter=probe_limiter
             )
             return {"status": "ready"}
         raise ServiceUnavailable(
