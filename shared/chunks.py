@@ -8,10 +8,11 @@ agree byte for byte.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from shared.hashing import content_hash
 
@@ -19,11 +20,32 @@ MAX_TITLE_CHARS = 200
 MAX_FIELD_CHARS = 2000
 MAX_STEPS = 20
 
+
+def nfc(text: str) -> str:
+    """One spelling per text: NFC, so an NFD copy of a chunk is the same content and hash."""
+    return unicodedata.normalize("NFC", text)
+
+
+def no_invisible(text: str) -> str:
+    """Refuse invisible format characters (Unicode category Cf: zero-width spaces and joiners,
+    word joiners, BOMs, bidirectional overrides), which make look-alike titles; refused rather
+    than stripped, so what is stored is exactly what was sent."""
+    for char in text:
+        if unicodedata.category(char) == "Cf":
+            raise ValueError(f"must not contain invisible format characters (U+{ord(char):04X})")
+    return text
+
+
 Title = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TITLE_CHARS),
+    AfterValidator(nfc),
+    AfterValidator(no_invisible),
 ]
 FieldText = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FIELD_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FIELD_CHARS),
+    AfterValidator(nfc),
 ]
 
 # The reference's renderer `plain-skill-context-v1`: a header, a caveat line, then one tagged

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from sqlalchemy import Engine
@@ -22,14 +22,25 @@ from services.registry.body_limit import BodySizeLimit
 from services.registry.cards.routes import router as cards_router
 from services.registry.chunks.routes import router as chunks_router
 from services.registry.concurrency import IdempotentReplay, replay_response
-from services.registry.db import make_engine, make_session_factory, make_write_engine
-from services.registry.errors import install_error_handlers
+from services.registry.db import (
+    make_engine,
+    make_probe_engine,
+    make_session_factory,
+    make_write_engine,
+)
+from services.registry.errors import ServiceUnavailable, install_error_handlers
 from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
+from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
-from services.registry.threads import run_blocking
+from shared.registry_api.schemas import MAX_JSON_DEPTH
 
 API_PREFIX = "/v1"
+# A request body may hold a free-form document (MAX_JSON_DEPTH levels) a few levels down; any
+# body nested deeper than this is refused whole (422) before it is parsed.
+MAX_REQUEST_JSON_DEPTH = 2 * MAX_JSON_DEPTH
+# Probes running at once; one stuck on a frozen database ends at its connect timeout.
+READY_PROBES_AT_ONCE = 4
 
 
 def _ping(engine: Engine) -> None:
@@ -62,10 +73,11 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     settings = settings or get_settings()
     engine = make_engine(settings)
     write_engine = make_write_engine(settings, engine)
+    probe_engine = make_probe_engine(settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # The loop's default limiter: every run_in_threadpool and run_blocking call queues on it.
+        # The loop's default limiter: every run_blocking (and run_read) call queues on it.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.db_threads
         # What start-up built (routes, models, table metadata: ~130k objects) lives as long as
         # the process; frozen, the collector's full passes skip it. Unfrozen, each full pass
@@ -74,6 +86,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
         yield
         engine.dispose()
         write_engine.dispose()
+        probe_engine.dispose()
 
     app = FastAPI(
         title="IntraSkill SkillBank registry",
@@ -89,11 +102,16 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.write_engine = write_engine
     app.state.write_session_factory = make_session_factory(write_engine)
+    # Readiness probes run on threads of their own: never queued behind database work.
+    probe_limiter = anyio.CapacityLimiter(READY_PROBES_AT_ONCE)
     app.state.tokens = TokenTable(settings.tokens)
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_body_bytes, max_depth=MAX_REQUEST_JSON_DEPTH
+    )
+    app.add_middleware(StandardHeaders)  # added last: outermost, so every answer has them
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
 
@@ -121,9 +139,16 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
         tags=["meta"],
         responses={503: {"description": "the database does not answer; Retry-After set"}},
     )
-    async def readyz(request: Request) -> dict[str, str]:
-        """Readiness: the database answers a query (503 + Retry-After when it does not)."""
-        await run_blocking(request, _ping, engine)
-        return {"status": "ready"}
+    async def readyz() -> dict[str, str]:
+        """Readiness: the database answers a query on a connection of the probe's own, within
+        `ready_timeout_s` (503 + Retry-After when it does not), whatever the pool is doing."""
+        with anyio.move_on_after(settings.ready_timeout_s):
+            await anyio.to_thread.run_sync(
+                _ping, probe_engine, abandon_on_cancel=True, limiter=probe_limiter
+            )
+            return {"status": "ready"}
+        raise ServiceUnavailable(
+            f"the database did not answer within {settings.ready_timeout_s:g} s; retry shortly"
+        )
 
     return app

@@ -20,14 +20,16 @@ class TokenTable:
     """sha256(token) -> principal; built once from settings at app start.
 
     A revoked grant is refused, and so is an expired one (checked on every request, so a
-    token stops working at its `expires_at` without a restart).
+    token stops working at its `expires_at` without a restart). A token listed more than once
+    is refused if any of its grants is revoked: revoking must not depend on list order.
     """
 
     def __init__(self, grants: list[TokenGrant]) -> None:
+        revoked = {grant.token_sha256 for grant in grants if grant.revoked}
         self._by_hash = {
             grant.token_sha256: (Principal(grant.name, grant.role), grant.expires_at)
             for grant in grants
-            if not grant.revoked
+            if grant.token_sha256 not in revoked
         }
 
     def authenticate(self, authorization: str | None) -> Principal:

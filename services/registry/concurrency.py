@@ -6,6 +6,8 @@
 - ETags: a frozen bank's strong ETag is its content hash; an alias's ETag is its revision, and
   a move is a compare-and-set on that revision (`If-Match`), so of N movers holding the same
   ETag exactly one wins and the rest get 412.
+- Deadlocks: two writers locking the same rows in opposite orders; Postgres rolls one back.
+  The unit of work reruns it (`is_deadlock`), and answers 409 if it keeps losing, never 503.
 - Idempotency-Key: a client that retries a write after a lost response must not write twice.
   The key is claimed by inserting a row in the write's own transaction (`unit_of_work.py`), and
   the response is stored in that same transaction, so the write and its record commit or vanish
@@ -34,6 +36,17 @@ WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
 _KEY_PATTERN = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+# Postgres SQLSTATEs of a transaction rolled back for a lost race, not for bad input: a
+# deadlock victim, and a serialization failure. Both are safe to rerun from the start.
+_RERUNNABLE_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def is_deadlock(error: Exception) -> bool:
+    """Did the database roll this transaction back to break a deadlock (or a serialization
+    conflict)? Such a write is rerun by the server (`unit_of_work`), not answered 503."""
+    return getattr(getattr(error, "orig", None), "sqlstate", None) in _RERUNNABLE_SQLSTATES
 
 
 @contextmanager

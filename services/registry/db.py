@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from sqlalchemy import JSON, Engine, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import sessionmaker
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import NullPool, QueuePool
 from sqlmodel import Session
 
 from services.registry.settings import RegistrySettings
@@ -54,6 +55,29 @@ def make_engine(settings: RegistrySettings) -> Engine:
             "keepalives_idle": 5,
             "keepalives_interval": 2,
             "keepalives_count": 3,
+        },
+    )
+
+
+def make_probe_engine(settings: RegistrySettings) -> Engine:
+    """The engine `/readyz` uses: a fresh connection per probe (no pool), with its own short
+    timeouts, so readiness never waits behind the request pool or a connection a stuck
+    request holds."""
+    if settings.is_sqlite:
+        ensure_sqlite_directory(settings.database_url)
+        return create_engine(
+            settings.database_url,
+            poolclass=NullPool,
+            connect_args={"check_same_thread": False, "timeout": settings.ready_timeout_s},
+        )
+    timeout_ms = int(settings.ready_timeout_s * 1000)
+    return create_engine(
+        settings.database_url,
+        poolclass=NullPool,
+        connect_args={
+            # libpq counts whole seconds, at least 2.
+            "connect_timeout": max(2, math.ceil(settings.ready_timeout_s)),
+            "options": f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}",
         },
     )
 

@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.auth import Principal
 from services.registry.concurrency import request_claim
@@ -25,17 +24,19 @@ _bearer = HTTPBearer(auto_error=False, description="a registry token (see docs/r
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
-    """A read-only session for the request; writes go through `unit_of_work.WriteUnit`.
+    """A read-only session for the request, used through `threads.run_read`; writes go through
+    `unit_of_work.WriteUnit`.
 
-    Reads never commit: whatever a read route did is rolled back when the session closes.
+    Reads never commit: `run_read` closes the session (rolling back) on its own thread, also
+    when the request gave up on it at its deadline. So nothing is left to do here that could
+    wait on the database; an unused session holds no connection.
     """
     session: Session = request.app.state.session_factory()
+    session.info["request"] = request
     try:
         yield session
     finally:
-        if session.in_transaction():
-            await run_in_threadpool(session.close)
-        else:
+        if not session.in_transaction():
             session.close()
 
 

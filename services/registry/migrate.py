@@ -26,12 +26,45 @@ def upgrade(database_url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(database_url), revision)
 
 
+# The columns the registry itself updates, per table; the app role may update nothing else.
+# Triggers (migrations 0003, 0004) then say when: a draft bank, an open gate, a pending retry,
+# an answer not stored yet, a proposed candidate, an alias move that has its history row.
+APP_ROLE_UPDATES = {
+    "banks": (
+        "q", "round", "parent_bank_id", "gate_decision_id", "note",
+        "status", "content_hash", "frozen_at", "retired_at",
+    ),
+    "aliases": ("bank_id", "revision", "updated_by", "updated_at"),
+    "gate_runs": ("status", "note"),
+    "all_wrong_groups": ("retry_outcome", "retry_trace_uri"),
+    "idempotency_records": ("status_code", "body", "headers"),
+    "candidates": ("chunk_version_id", "status", "decision_id"),
+}  # fmt: skip
+
+
+def app_role_grants(role: str) -> list[str]:
+    """The statements that give `role` exactly what the registry does: read everything,
+    append to every table, update the columns above, delete a draft's entries."""
+    statements = [
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}",
+        f"GRANT USAGE ON SCHEMA public TO {role}",
+        f"GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO {role}",
+        f"REVOKE INSERT ON alembic_version FROM {role}",
+        f"GRANT DELETE ON bank_entries TO {role}",
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
+    ]
+    for table, columns in APP_ROLE_UPDATES.items():
+        statements.append(f"GRANT UPDATE ({', '.join(columns)}) ON {table} TO {role}")
+    return statements
+
+
 def grant_app_role(database_url: str, role: str) -> None:
     """Let an existing Postgres role run the registry without owning anything.
 
-    Run as the schema's owner after `upgrade`. The app role may read and append (and edit
-    drafts, the one DELETE the service issues being a draft's entries), but owns no table, so
-    it cannot TRUNCATE, drop or disable the triggers that keep history append-only; nor can it
+    Run as the schema's owner after `upgrade` (again after each upgrade: it resets the role's
+    table grants). The app role may read and append, update only the columns the registry
+    updates (`APP_ROLE_UPDATES`) and delete only a draft's entries; it owns no table, so it
+    cannot TRUNCATE, drop or disable the triggers that keep history append-only; nor can it
     set `session_replication_role` (superusers only).
     """
     from sqlalchemy import create_engine, text
@@ -43,13 +76,7 @@ def grant_app_role(database_url: str, role: str) -> None:
     engine = create_engine(database_url)
     try:
         with engine.begin() as connection:
-            for statement in (
-                f"GRANT USAGE ON SCHEMA public TO {role}",
-                f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}",
-                f"REVOKE INSERT, UPDATE ON alembic_version FROM {role}",
-                f"GRANT DELETE ON bank_entries TO {role}",
-                f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
-            ):
+            for statement in app_role_grants(role):
                 connection.execute(text(statement))
     finally:
         engine.dispose()

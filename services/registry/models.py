@@ -3,7 +3,7 @@
 from services.registry.aliases.models import Alias, AliasEvent
 from services.registry.audit.models import AuditEntry
 from services.registry.banks.models import Bank, BankEntry
-from services.registry.cards.models import Candidate, CardAudit, FailureCard
+from services.registry.cards.models import Candidate, CandidateCitation, CardAudit, FailureCard
 from services.registry.chunks.models import Chunk, ChunkText, ChunkVersion
 from services.registry.evidence.models import AllWrongGroup, Checkpoint
 from services.registry.gates.models import GateDecision, GateDecisionRow, GateObservation, GateRun
@@ -17,6 +17,7 @@ __all__ = [
     "Bank",
     "BankEntry",
     "Candidate",
+    "CandidateCitation",
     "CardAudit",
     "Checkpoint",
     "Chunk",

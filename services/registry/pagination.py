@@ -7,6 +7,7 @@ from typing import Annotated, TypeVar
 from fastapi import Query
 from pydantic import BaseModel
 
+from services.registry.paths import Decimal
 from shared.registry_api.schemas import MAX_ID, MAX_PAGE, Page
 
 T = TypeVar("T")
@@ -18,8 +19,8 @@ class PageParams(BaseModel):
 
 
 async def page_params(
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    limit: Annotated[int, Decimal, Query(ge=1, le=MAX_PAGE)] = 50,
+    offset: Annotated[int, Decimal, Query(ge=0, le=MAX_ID)] = 0,
 ) -> PageParams:
     return PageParams(limit=limit, offset=offset)
 

@@ -74,6 +74,12 @@ class RegistrySettings(BaseSettings):
     request_timeout_s: float = Field(
         default=20, gt=0, le=600, description="a request's database work, end to end"
     )
+    ready_timeout_s: float = Field(
+        default=2,
+        ge=1,
+        le=60,
+        description="/readyz: its own connection and query, answered 503 past this",
+    )
     write_wait_s: float = Field(
         default=10, gt=0, le=300, description="a SQLite writer waiting for its turn"
     )

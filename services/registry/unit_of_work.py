@@ -13,20 +13,28 @@ On SQLite the registry takes writers one at a time (see `db.py`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request, Response
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
 from services.registry.auth import Principal
-from services.registry.concurrency import IdempotencyClaim, claim_idempotency
+from services.registry.concurrency import IdempotencyClaim, claim_idempotency, is_deadlock
+from services.registry.errors import Conflict
 from services.registry.idempotency import repository as idempotency_repository
 from services.registry.threads import run_blocking
 
 _STORED_HEADERS = ("content-type", "location", "etag", "cache-control")
+# A deadlock (or serialization failure) rolls the whole unit back: nothing was written, so it
+# is safe to run again. Postgres picks one victim per deadlock; the rerun then usually waits
+# behind the winner and sees its commit.
+DEADLOCK_ATTEMPTS = 4
+DEADLOCK_BACKOFF_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,23 @@ class WriteUnit:
         return await run_blocking(self.request, self._run, work, answer)
 
     def _run(self, work: Callable[[Session], Any], answer: Callable[[Any], Written]) -> Response:
+        """`_attempt`, again after a deadlock; 409 (never 503) if it keeps deadlocking."""
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                return self._attempt(work, answer)
+            except OperationalError as error:
+                if not is_deadlock(error):
+                    raise
+                if attempt == DEADLOCK_ATTEMPTS:
+                    raise Conflict(
+                        "the write kept deadlocking with concurrent writes; retry it"
+                    ) from error
+                time.sleep(DEADLOCK_BACKOFF_S * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(
+        self, work: Callable[[Session], Any], answer: Callable[[Any], Written]
+    ) -> Response:
         state = self.request.app.state
         with state.write_session_factory() as session, session.begin():
             claimed = claim_idempotency(session=session, claim=self.claim, principal=self.principal)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from shared.chunks import ChunkContent
+from shared.chunks import ChunkContent, nfc
 from shared.hashing import content_hash
 
 MAX_ID = 2**31 - 1
@@ -32,6 +32,11 @@ MAX_PAGE = 500
 MAX_OBSERVATIONS_PER_BATCH = 1000
 MAX_POOL_COLUMNS = 64
 MAX_GATE_TASKS = 100_000
+# How deeply a free-form document (a card's `extras`, `privileged_audit`) may nest objects and
+# arrays, the document itself being level 1. Far above what the analyst writes (about 5), far
+# below what breaks a reader: the audit log stores a document inside two more levels, and the
+# JSON encoder refuses past 254.
+MAX_JSON_DEPTH = 32
 
 # The reward components every gate observation carries, bare and masked (strict decides).
 REWARD_COMPONENTS: tuple[str, ...] = (
@@ -90,6 +95,29 @@ def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[tuple, str]
     return None
 
 
+def json_depth(value: Any) -> int:
+    """Levels of nested objects and arrays in decoded JSON (a scalar is 0), without recursion:
+    the value may be far deeper than the interpreter's recursion limit."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in _children(item))
+    return deepest
+
+
+def _children(item: dict | list) -> Any:
+    return item.values() if isinstance(item, dict) else item
+
+
+def _shallow(value: dict[str, Any]) -> dict[str, Any]:
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"free-form JSON may nest at most {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
 def _sorted_keys(value: Any) -> Any:
     # Free-form documents come back in one key order on every database (Postgres JSONB
     # reorders keys, SQLite keeps them as sent): same request, same bytes.
@@ -108,13 +136,27 @@ Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
 Count = Annotated[int, Strict(), Field(ge=0, le=MAX_ID)]
 Finite = Annotated[float, Strict(), AfterValidator(_finite)]
 Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+# A free-form document as read back (keys sorted); `FreeJsonIn` is one a client may send.
 FreeJson = Annotated[dict[str, Any], AfterValidator(_sorted_keys)]
-Text = Annotated[str, StringConstraints(max_length=4000), AfterValidator(_no_nul)]
+FreeJsonIn = Annotated[dict[str, Any], AfterValidator(_shallow), AfterValidator(_sorted_keys)]
+Text = Annotated[
+    str, StringConstraints(max_length=4000), AfterValidator(_no_nul), AfterValidator(nfc)
+]
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ]
-Label = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_nul)]
-Reason = Annotated[str, StringConstraints(min_length=1, max_length=2000), AfterValidator(_no_nul)]
+Label = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_no_nul),
+    AfterValidator(nfc),
+]
+Reason = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2000),
+    AfterValidator(_no_nul),
+    AfterValidator(nfc),
+]
 Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Binary = Annotated[int, Strict(), Field(ge=0, le=1)]
 
@@ -706,15 +748,17 @@ class CardCreate(_Wire):
     evidence_id: Id | None = None
     outcome: CardOutcome
     eligible: StrictBool
-    privileged_audit: FreeJson = Field(default_factory=dict)
+    privileged_audit: FreeJsonIn = Field(default_factory=dict)
     deployable: DeployableAbstraction | None = None
     firewall_findings: list[FirewallFinding] = Field(default_factory=list, max_length=200)
     forced_no_proposal_reason: Text | None = None
-    extras: FreeJson = Field(default_factory=dict)
+    extras: FreeJsonIn = Field(default_factory=dict)
 
 
 class CardPublic(_Out):
-    """A failure card without its privileged audit (see `CardAuditPublic`)."""
+    """A failure card without its privileged audit (see `CardAuditPublic`). Gold stays there
+    too: each firewall finding's `text` reads "[withheld: ...]", and a card with findings shows
+    no `deployable`."""
 
     id: int
     round: int
@@ -732,8 +776,13 @@ class CardPublic(_Out):
 
 
 class CardAuditPublic(_Out):
+    """The gold-aware half of a card: its privileged audit, the firewall's findings with the
+    text they matched, and its deployable abstraction as sent (blocked or not)."""
+
     card_id: int
     privileged_audit: FreeJson
+    firewall_findings: list[FirewallFinding] = Field(default_factory=list)
+    deployable: DeployableAbstraction | None = None
 
 
 class CandidateCreate(_Wire):

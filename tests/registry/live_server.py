@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -21,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from registry_support import ACTORS, TOKENS, chunk_content, free_port, headers
+import psycopg
+from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
 
 from shared.http_retry import wait_until_ready
 from shared.registry_api.schemas import Role
-from tests.live_servers import REPO, start_server, stop
+from tests.live_servers import REPO, scratch_postgres_database, start_server, stop
 
 REPO_ROOT = REPO
 INTRASKILL = Path(sys.executable).with_name("intraskill")
@@ -34,6 +36,8 @@ INTRASKILL = Path(sys.executable).with_name("intraskill")
 # Operator tokens the registry must refuse: one past its expiry, one revoked.
 EXPIRED_TOKEN = "test-token-expired-operator"
 REVOKED_TOKEN = "test-token-revoked-operator"
+# Listed twice, once active and once revoked (issue 22): revoked must win.
+TWICE_LISTED_TOKEN = "test-token-twice-listed-operator"
 
 
 def token_grants() -> str:
@@ -58,6 +62,15 @@ def token_grants() -> str:
             "revoked": True,
         },
     ]
+    for revoked in (False, True):
+        grants.append(
+            {
+                "name": "twice-listed-bot",
+                "role": "operator",
+                "token_sha256": hash_token(TWICE_LISTED_TOKEN),
+                "revoked": revoked,
+            }
+        )
     return json.dumps(grants)
 
 
@@ -115,6 +128,31 @@ def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]
             raise AssertionError("registry did not stop on SIGTERM")
 
 
+@contextmanager
+def serve_as_app_role() -> Iterator[tuple[LiveRegistry, str]]:
+    """A Postgres registry served as a role that owns nothing (`migrate --app-role`); yields
+    it and the owner's URL."""
+    role = f"registry_app_{os.getpid()}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with scratch_postgres_database() as owner_url:
+            migrated = subprocess.run(
+                [str(INTRASKILL), "registry", "migrate", "--database-url", owner_url,
+                 "--app-role", role],
+                capture_output=True,
+                text=True,
+            )  # fmt: skip
+            assert migrated.returncode == 0, migrated.stdout + migrated.stderr
+            app_url = owner_url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+            with serve_registry(app_url) as live:
+                yield live, owner_url
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
 # ---------------------------------------------------------------- databases
 # (scratch databases: tests.live_servers)
 
@@ -152,10 +190,12 @@ def cluster_tools_missing() -> str | None:
 
 
 @contextmanager
-def throwaway_cluster() -> Iterator[ThrowawayCluster]:
-    """A new Postgres cluster on a free port with trust auth on loopback; dropped afterwards."""
+def throwaway_cluster(port: int | None = None) -> Iterator[ThrowawayCluster]:
+    """A new Postgres cluster on `port` (default: a free one) with trust auth on loopback;
+    dropped afterwards."""
     version = sorted(Path("/usr/lib/postgresql").iterdir(), key=lambda p: int(p.name))[-1].name
-    cluster = ThrowawayCluster(version, f"regfault{os.getpid()}{uuid.uuid4().hex[:4]}", free_port())
+    name = f"regfault{os.getpid()}{uuid.uuid4().hex[:4]}"
+    cluster = ThrowawayCluster(version, name, port or free_port())
     subprocess.run(
         [
             "pg_createcluster", version, cluster.name, "--port", str(cluster.port),
@@ -170,6 +210,28 @@ def throwaway_cluster() -> Iterator[ThrowawayCluster]:
         subprocess.run(
             ["pg_dropcluster", "--stop", version, cluster.name], check=False, capture_output=True
         )
+
+
+def cluster_processes(cluster: ThrowawayCluster) -> list[int]:
+    """The postmaster's pid and those of all its children (backends, checkpointer, ...)."""
+    data = Path(f"/var/lib/postgresql/{cluster.version}/{cluster.name}")
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    return [postmaster, *map(int, children)]
+
+
+@contextmanager
+def frozen(cluster: ThrowawayCluster) -> Iterator[None]:
+    """The whole cluster stopped with SIGSTOP (a host that stops answering but keeps its
+    sockets open: the kernel still accepts connections), continued on exit."""
+    pids = cluster_processes(cluster)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
 
 
 # ---------------------------------------------------------------- concurrency

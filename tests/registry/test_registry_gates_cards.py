@@ -445,7 +445,11 @@ def test_ineligible_cards_keep_their_findings(api, world):
         "firewall_findings": [{"rule": "gold_brand", "text": "Acme"}],
     }
     card = api.json("POST", "/v1/cards", role=Role.analyst, json=body, expect=201)
-    assert card["firewall_findings"] == [{"rule": "gold_brand", "text": "Acme", "field": None}]
+    # Every role sees the rule; the gold it matched only in the privileged audit (issue 21).
+    [shown] = card["firewall_findings"]
+    assert shown["rule"] == "gold_brand" and "Acme" not in shown["text"]
+    audit = api.json("GET", f"/v1/cards/{card['id']}/audit", role=Role.analyst)
+    assert audit["firewall_findings"] == [{"rule": "gold_brand", "text": "Acme", "field": None}]
     # Candidates only cite eligible cards.
     response = api.call(
         "POST",

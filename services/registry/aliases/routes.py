@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
-from starlette.concurrency import run_in_threadpool
+from fastapi import APIRouter, Header, Request, Response, status
 
 from services.registry.aliases import service
 from services.registry.banks.routes import DOCUMENT_RESPONSES, document_response, load_document
@@ -17,9 +16,9 @@ from services.registry.deps import (
     SessionDep,
     SettingsDep,
 )
-from services.registry.paths import NamePath
+from services.registry.paths import NamePath, OptionalIdQuery
+from services.registry.threads import run_blocking, run_read
 from shared.registry_api.schemas import (
-    MAX_ID,
     AliasCreate,
     AliasEventPublic,
     AliasMove,
@@ -65,10 +64,10 @@ async def list_aliases(
     session: SessionDep,
     _: Reader,
     paging: Pagination,
-    bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    bank_id: OptionalIdQuery = None,
 ) -> Page[AliasPublic]:
     """List aliases, optionally those pointing at one bank."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_aliases,
         session=session,
         bank_id=bank_id,
@@ -82,15 +81,14 @@ async def get_alias(
     name: NamePath, session: SessionDep, _: Reader, response: Response
 ) -> AliasPublic:
     """Resolve an alias: its bank id and ETag (use the ETag as If-Match to move it)."""
-    return _with_etag(
-        response, await run_in_threadpool(service.get_alias, session=session, name=name)
-    )
+    return _with_etag(response, await run_read(service.get_alias, session=session, name=name))
 
 
 @router.get("/aliases/{name}/bank", response_model=BankPublic, responses=DOCUMENT_RESPONSES)
 async def get_alias_bank(name: NamePath, request: Request, _: Reader) -> Response:
     """The document of the bank the alias points at now (revalidate with If-None-Match)."""
-    alias = await run_in_threadpool(
+    alias = await run_blocking(
+        request,
         service.resolve_outside_request,
         session_factory=request.app.state.session_factory,
         name=name,
@@ -149,6 +147,6 @@ async def alias_history(
     name: NamePath, session: SessionDep, _: Reader, paging: Pagination
 ) -> Page[AliasEventPublic]:
     """The alias's append-only history (who moved it where, when, why)."""
-    return await run_in_threadpool(
+    return await run_read(
         service.history, session=session, name=name, limit=paging.limit, offset=paging.offset
     )

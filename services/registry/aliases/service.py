@@ -3,6 +3,9 @@ other protected names move only by an operator."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from sqlmodel import Session
 
 from services.registry.aliases import repository
@@ -65,9 +68,31 @@ def _check_target(session: Session, bank_id: int, gate_decision_id: int | None) 
         gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
 
+# Characters that read as others in an alias name (Unicode TR39's confusables among the
+# characters a name may hold), and the separators a reader's eye skips.
+_CONFUSABLES = (("rn", "m"), ("vv", "w"), ("0", "o"), ("1", "l"), ("|", "l"))
+_SEPARATORS = re.compile(r"[._\-\s]+")
+
+
+def skeleton(name: str) -> str:
+    """What `name` looks like: case, width, separators and look-alike characters folded."""
+    folded = _SEPARATORS.sub("", unicodedata.normalize("NFKC", name).casefold())
+    for look_alike, letter in _CONFUSABLES:
+        folded = folded.replace(look_alike, letter)
+    return folded
+
+
+def is_protected(name: str, protected_names: list[str]) -> bool:
+    """`name` is, or looks like, a protected alias (`production.` and `Pr0duction` included)."""
+    return skeleton(name) in {skeleton(protected) for protected in protected_names}
+
+
 def _check_protection(name: str, principal: Principal, protected_names: list[str]) -> None:
-    if name in protected_names and principal.role != Role.operator:
-        raise Forbidden(f"alias {name!r} is protected: only an operator moves it")
+    if is_protected(name, protected_names) and principal.role != Role.operator:
+        raise Forbidden(
+            f"alias {name!r} is protected (or looks like a protected name): only an operator "
+            "creates or moves it"
+        )
 
 
 def _event(
@@ -110,7 +135,7 @@ def create_alias(
         name=data.name,
         bank_id=data.bank_id,
         revision=1,
-        protected=data.name in protected_names,
+        protected=is_protected(data.name, protected_names),
         updated_by=principal.name,
     )
     with conflict_on_integrity(f"alias {data.name!r} was created concurrently", session):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.audit import service
 from services.registry.deps import Pagination, Reader, SessionDep
+from services.registry.threads import run_read
 from shared.registry_api.schemas import AuditEntryPublic, Page
 
 router = APIRouter(tags=["audit"])
@@ -25,7 +25,7 @@ async def list_audit(
     action: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[AuditEntryPublic]:
     """Every write, oldest first: actor, role, action, object, before/after, time."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_entries,
         session=session,
         object_type=object_type,

@@ -9,6 +9,7 @@ from sqlmodel import Session
 
 from services.registry.audit import repository
 from services.registry.auth import Principal
+from services.registry.cards.gold import withhold_gold
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.registry_api.schemas import AuditEntryPublic, Page
@@ -66,4 +67,17 @@ def list_entries(
         limit=limit,
         offset=offset,
     )
-    return page([AuditEntryPublic.model_validate(row) for row in rows], total, limit, offset)
+    return page([_entry_public(row) for row in rows], total, limit, offset)
+
+
+def _entry_public(row: Any) -> AuditEntryPublic:
+    entry = AuditEntryPublic.model_validate(row)
+    if entry.object_type != "card":
+        return entry
+    # Card entries are written without gold; entries written before that are withheld here.
+    return entry.model_copy(
+        update={
+            side: None if document is None else withhold_gold(document)
+            for side, document in (("before", entry.before), ("after", entry.after))
+        }
+    )

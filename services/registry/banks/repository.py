@@ -20,6 +20,16 @@ def get_for_update(session: Session, bank_id: int) -> Bank | None:
     return session.get(Bank, bank_id, with_for_update=True, populate_existing=True)
 
 
+def lock_in_id_order(session: Session, bank_ids: Iterable[int]) -> None:
+    """Row-lock banks lowest id first, so two writers that each touch both never deadlock.
+
+    (A PATCH that sets a parent takes a key-share lock on the parent through its foreign key;
+    two drafts made each other's parent at once then each waited for the other.)
+    """
+    ids = sorted(set(bank_ids))
+    session.execute(select(Bank.id).where(Bank.id.in_(ids)).order_by(Bank.id).with_for_update())
+
+
 def get_for_share(session: Session, bank_id: int) -> Bank | None:
     """The bank, share-locked until commit (a concurrent retire or freeze waits for us)."""
     return session.get(Bank, bank_id, with_for_update={"read": True}, populate_existing=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.banks import service
 from services.registry.banks.cache import CachedBank, FrozenBankCache
 from services.registry.concurrency import etag_matches
 from services.registry.deps import EvaluatorWrite, OperatorWrite, Pagination, Reader, SessionDep
-from services.registry.paths import IdPath, RoundQuery
+from services.registry.paths import Decimal, IdPath, OptionalIdQuery, RoundQuery
+from services.registry.threads import run_blocking, run_read
 from shared.registry_api.schemas import (
     MAX_ID,
     BankCreate,
@@ -56,7 +56,8 @@ async def load_document(request: Request, bank_id: int) -> tuple[CachedBank, boo
     cached = cache.get(bank_id)
     if cached is not None:
         return cached, True
-    loaded, immutable = await run_in_threadpool(
+    loaded, immutable = await run_blocking(
+        request,
         service.load_document_outside_request,
         session_factory=request.app.state.session_factory,
         bank_id=bank_id,
@@ -87,10 +88,10 @@ async def list_banks(
     paging: Pagination,
     status: BankStatus | None = None,
     round: RoundQuery = None,
-    parent_bank_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    parent_bank_id: OptionalIdQuery = None,
 ) -> Page[BankSummary]:
     """List bank summaries (status, hash, size), filtered."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_banks,
         session=session,
         status=status,
@@ -121,7 +122,7 @@ async def update_bank(bank_id: IdPath, data: BankUpdate, write: EvaluatorWrite) 
 @router.get("/banks/{bank_id}/summary")
 async def get_summary(bank_id: IdPath, session: SessionDep, _: Reader) -> BankSummary:
     """The bank's lifecycle status and size."""
-    return await run_in_threadpool(service.get_summary, session=session, bank_id=bank_id)
+    return await run_read(service.get_summary, session=session, bank_id=bank_id)
 
 
 @router.post("/banks/{bank_id}/freeze", response_model=BankSummary)
@@ -149,10 +150,10 @@ async def diff_banks(
     bank_id: IdPath,
     session: SessionDep,
     _: Reader,
-    against: Annotated[int, Query(ge=1, le=MAX_ID, description="the older bank")],
+    against: Annotated[int, Decimal, Query(ge=1, le=MAX_ID, description="the older bank")],
 ) -> BankDiff:
     """Added / retired / rewritten chunks and rho changes from `against` to this bank."""
-    return await run_in_threadpool(service.diff, session=session, bank_id=bank_id, against=against)
+    return await run_read(service.diff, session=session, bank_id=bank_id, against=against)
 
 
 @router.get("/banks/{bank_id}/render")
@@ -166,9 +167,7 @@ async def render_bank(
     ] = None,
 ) -> RenderedBank:
     """The exact skill block a prompt contains for this inclusion vector."""
-    return await run_in_threadpool(
-        service.render, session=session, bank_id=bank_id, inclusion=inclusion
-    )
+    return await run_read(service.render, session=session, bank_id=bank_id, inclusion=inclusion)
 
 
 @router.post(

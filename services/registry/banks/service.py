@@ -262,6 +262,8 @@ def update_bank(
     *, session: Session, principal: Principal, bank_id: int, data: BankUpdate
 ) -> BankPublic:
     """Change a draft's settings or entries; a frozen or retired bank is immutable (409)."""
+    parent = data.parent_bank_id if "parent_bank_id" in data.model_fields_set else None
+    repository.lock_in_id_order(session, [bank_id] if parent is None else [bank_id, parent])
     bank = repository.get_for_update(session, bank_id)
     if bank is None:
         raise NotFound("bank", bank_id)
@@ -274,7 +276,6 @@ def update_bank(
         parent_bank_id=changes.get("parent_bank_id"),
         gate_decision_id=changes.get("gate_decision_id"),
     )
-    parent = changes.get("parent_bank_id")
     if parent is not None and (
         parent == bank_id or bank_id in repository.ancestors(session, parent)
     ):
@@ -303,7 +304,11 @@ def update_bank(
 
 def freeze_bank(*, session: Session, principal: Principal, bank_id: int) -> BankSummary:
     """Draft -> frozen: compute the content hash; from then on the bank never changes."""
-    bank = require_bank(session, bank_id)
+    # Locked before the entries are read: a PATCH of the entries either commits first (and
+    # the hash covers its entries) or waits and then finds the bank frozen (409).
+    bank = repository.get_for_update(session, bank_id)
+    if bank is None:
+        raise NotFound("bank", bank_id)
     if bank.status != BankStatus.draft:
         raise Conflict(f"bank {bank_id} is {bank.status}; only a draft can be frozen")
     doc = document(session, bank)

@@ -57,3 +57,14 @@ class Candidate(SQLModel, table=True):
     decision_id: int | None = Field(default=None, foreign_key="gate_decisions.id")
     created_by: str = Field(max_length=64)
     created_at: datetime = created_at_field()
+
+
+class CandidateCitation(SQLModel, table=True):
+    """A failure card cited by a candidate. The key makes citation exactly-once: a card backs
+    at most one candidate per round, even when a retried compile posts again."""
+
+    __tablename__ = "candidate_citations"
+
+    card_id: int = Field(primary_key=True, foreign_key="failure_cards.id")
+    round: int = Field(primary_key=True)
+    candidate_id: int = Field(foreign_key="candidates.id", index=True)

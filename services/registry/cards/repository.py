@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 from sqlmodel import Session
 
-from services.registry.cards.models import Candidate, CardAudit, FailureCard
+from services.registry.cards.models import Candidate, CandidateCitation, CardAudit, FailureCard
 
 # Core statements, built once: a card write is the hottest write, and an ORM flush (identity
 # map, unit of work, attribute events) costs several times the statement itself.
@@ -44,6 +44,24 @@ def candidate_by_signature(session: Session, signature: str) -> Candidate | None
     return session.execute(
         select(Candidate).where(Candidate.signature == signature)
     ).scalar_one_or_none()
+
+
+def citing_candidates(session: Session, card_ids: Iterable[int], *, round: int) -> dict[int, int]:
+    """card id -> the candidate of `round` that already cites it, for those that are cited."""
+    rows = session.execute(
+        select(CandidateCitation.card_id, CandidateCitation.candidate_id).where(
+            CandidateCitation.round == round, CandidateCitation.card_id.in_(sorted(set(card_ids)))
+        )
+    )
+    return {card_id: candidate_id for card_id, candidate_id in rows}
+
+
+def cite(session: Session, card_ids: Iterable[int], *, round: int, candidate_id: int) -> None:
+    """Record that `candidate_id` cites `card_ids` in `round` (a card once per round)."""
+    session.execute(
+        insert(CandidateCitation.__table__),
+        [{"card_id": card, "round": round, "candidate_id": candidate_id} for card in card_ids],
+    )
 
 
 def insert_card(session: Session, values: dict[str, Any], privileged_audit: dict[str, Any]) -> int:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.cards import service
 from services.registry.deps import AnalystWrite, Pagination, PrivilegedReader, Reader, SessionDep
 from services.registry.paths import IdPath, RoundQuery
+from services.registry.threads import run_read
 from shared.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
@@ -46,7 +46,7 @@ async def list_cards(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[CardPublic]:
     """List cards (deployable half only), filtered."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_cards,
         session=session,
         round=round,
@@ -61,7 +61,7 @@ async def list_cards(
 @router.get("/cards/{card_id}")
 async def get_card(card_id: IdPath, session: SessionDep, _: Reader) -> CardPublic:
     """One card without its privileged audit."""
-    return await run_in_threadpool(service.get_card, session=session, card_id=card_id)
+    return await run_read(service.get_card, session=session, card_id=card_id)
 
 
 @router.get("/cards/{card_id}/audit")
@@ -69,7 +69,7 @@ async def get_card_audit(
     card_id: IdPath, session: SessionDep, _: PrivilegedReader
 ) -> CardAuditPublic:
     """The card's gold-aware audit: analysts and operators only."""
-    return await run_in_threadpool(service.get_card_audit, session=session, card_id=card_id)
+    return await run_read(service.get_card_audit, session=session, card_id=card_id)
 
 
 @router.post("/candidates", status_code=status.HTTP_201_CREATED, response_model=CandidatePublic)
@@ -94,7 +94,7 @@ async def list_candidates(
     status: CandidateStatus | None = None,
 ) -> Page[CandidatePublic]:
     """List candidates, filtered."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_candidates,
         session=session,
         round=round,
@@ -108,6 +108,4 @@ async def list_candidates(
 @router.get("/candidates/{candidate_id}")
 async def get_candidate(candidate_id: IdPath, session: SessionDep, _: Reader) -> CandidatePublic:
     """One candidate."""
-    return await run_in_threadpool(
-        service.get_candidate, session=session, candidate_id=candidate_id
-    )
+    return await run_read(service.get_candidate, session=session, candidate_id=candidate_id)

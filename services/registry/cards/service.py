@@ -7,6 +7,7 @@ from sqlmodel import Session
 from services.registry.audit import service as audit
 from services.registry.auth import Principal
 from services.registry.cards import repository
+from services.registry.cards.gold import WITHHELD, withhold_gold
 from services.registry.cards.models import Candidate, FailureCard
 from services.registry.chunks import repository as chunks_repository
 from services.registry.chunks import service as chunks
@@ -42,6 +43,10 @@ _DEPLOYABLE_TEXT = (
 
 
 def card_public(card: FailureCard) -> CardPublic:
+    """The card as every role reads it: no gold (see `gold.py`), no privileged audit."""
+    shown = withhold_gold(
+        {"deployable": card.deployable, "firewall_findings": card.firewall_findings}
+    )
     return CardPublic(
         id=card.id,
         round=card.round,
@@ -51,9 +56,9 @@ def card_public(card: FailureCard) -> CardPublic:
         outcome=CardOutcome(card.outcome),
         eligible=card.eligible,
         deployable=None
-        if card.deployable is None
-        else DeployableAbstraction.model_validate(card.deployable),
-        firewall_findings=[FirewallFinding.model_validate(f) for f in card.firewall_findings],
+        if shown["deployable"] is None
+        else DeployableAbstraction.model_validate(shown["deployable"]),
+        firewall_findings=[FirewallFinding.model_validate(f) for f in shown["firewall_findings"]],
         forced_no_proposal_reason=card.forced_no_proposal_reason,
         extras=card.extras,
         created_by=card.created_by,
@@ -132,6 +137,8 @@ def create_card(*, session: Session, principal: Principal, data: CardCreate) -> 
         data.privileged_audit,
     )
     # Built from the request's already-validated parts: nothing is read back or re-validated.
+    # The answer and the audit entry withhold gold like every read does (`gold.py`).
+    findings = data.firewall_findings
     result = CardPublic.model_construct(
         id=card_id,
         round=data.round,
@@ -140,8 +147,8 @@ def create_card(*, session: Session, principal: Principal, data: CardCreate) -> 
         evidence_id=data.evidence_id,
         outcome=data.outcome,
         eligible=data.eligible,
-        deployable=deployable,
-        firewall_findings=data.firewall_findings,
+        deployable=None if findings else deployable,
+        firewall_findings=[f.model_copy(update={"text": WITHHELD}) for f in findings],
         forced_no_proposal_reason=data.forced_no_proposal_reason,
         extras=data.extras,
         created_by=principal.name,
@@ -168,11 +175,20 @@ def get_card(*, session: Session, card_id: int) -> CardPublic:
 
 
 def get_card_audit(*, session: Session, card_id: int) -> CardAuditPublic:
-    """The gold-aware audit of one card (analysts and operators only)."""
+    """The gold-aware audit of one card (analysts and operators only): the privileged audit,
+    the firewall's findings with the gold they matched, and the deployable text as sent."""
     row = repository.get_card_audit(session, card_id)
-    if row is None:
+    card = repository.get_card(session, card_id)
+    if row is None or card is None:
         raise NotFound("failure card", card_id)
-    return CardAuditPublic(card_id=card_id, privileged_audit=row.privileged_audit)
+    return CardAuditPublic(
+        card_id=card_id,
+        privileged_audit=row.privileged_audit,
+        firewall_findings=[FirewallFinding.model_validate(f) for f in card.firewall_findings],
+        deployable=None
+        if card.deployable is None
+        else DeployableAbstraction.model_validate(card.deployable),
+    )
 
 
 def list_cards(
@@ -226,12 +242,20 @@ def create_candidate(
 ) -> CandidatePublic:
     """An ADD (new chunk) or REWRITE (new version of its target), backed by eligible cards."""
     cards = repository.cards_by_id(session, data.source_card_ids)
+    cited = repository.citing_candidates(session, data.source_card_ids, round=data.round)
     for index, card_id in enumerate(data.source_card_ids):
         loc = ("body", "source_card_ids", index)
         if card_id not in cards:
             raise FieldInvalid(loc, f"failure card {card_id} not found")
         if not cards[card_id].eligible:
             raise FieldInvalid(loc, f"failure card {card_id} is not eligible for consolidation")
+        if card_id in data.source_card_ids[:index]:
+            raise FieldInvalid(loc, f"failure card {card_id} is listed twice")
+        if card_id in cited:
+            raise Conflict(
+                f"failure card {card_id} already backs candidate {cited[card_id]} of round "
+                f"{data.round}; a card is cited by one candidate per round"
+            )
     target_loc = ("body", "target_chunk_id")
     if data.operation == CandidateOperation.ADD:
         if data.target_chunk_id is not None:
@@ -273,6 +297,12 @@ def create_candidate(
     )
     with conflict_on_integrity("the same candidate was stored concurrently", session):
         repository.add(session, candidate)
+    # The key (card, round) decides a race between two candidates citing one card.
+    with conflict_on_integrity(
+        f"a source card was cited concurrently by another candidate of round {data.round}",
+        session,
+    ):
+        repository.cite(session, data.source_card_ids, round=data.round, candidate_id=candidate.id)
     version, _ = chunks.store_version(
         session=session,
         principal=principal,

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.chunks import service
 from services.registry.deps import AnalystWrite, Pagination, Reader, SessionDep
 from services.registry.paths import IdPath
+from services.registry.threads import run_read
 from services.registry.unit_of_work import Written
 from shared.registry_api.schemas import (
     ChunkCreate,
@@ -42,7 +42,7 @@ async def list_chunks(
     slug_prefix: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[ChunkPublic]:
     """List chunks (each with its latest version), filtered by slug prefix."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_chunks,
         session=session,
         slug_prefix=slug_prefix,
@@ -54,7 +54,7 @@ async def list_chunks(
 @router.get("/chunks/{chunk_id}")
 async def get_chunk(chunk_id: IdPath, session: SessionDep, _: Reader) -> ChunkPublic:
     """One chunk with its latest version."""
-    return await run_in_threadpool(service.get_chunk, session=session, chunk_id=chunk_id)
+    return await run_read(service.get_chunk, session=session, chunk_id=chunk_id)
 
 
 @router.post(
@@ -90,7 +90,7 @@ async def list_versions(
     source: ChunkSource | None = None,
 ) -> Page[ChunkVersionPublic]:
     """The chunk's version history, oldest first."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_versions,
         session=session,
         chunk_id=chunk_id,
@@ -105,9 +105,7 @@ async def get_version(
     chunk_id: IdPath, version: IdPath, session: SessionDep, _: Reader
 ) -> ChunkVersionPublic:
     """One numbered version of a chunk."""
-    return await run_in_threadpool(
-        service.get_version, session=session, chunk_id=chunk_id, version=version
-    )
+    return await run_read(service.get_version, session=session, chunk_id=chunk_id, version=version)
 
 
 @router.get("/chunk-versions/{version_id}")
@@ -115,6 +113,4 @@ async def get_version_by_id(
     version_id: IdPath, session: SessionDep, _: Reader
 ) -> ChunkVersionPublic:
     """One chunk version by its global id (as banks and gate pools refer to it)."""
-    return await run_in_threadpool(
-        service.get_version_by_id, session=session, version_id=version_id
-    )
+    return await run_read(service.get_version_by_id, session=session, version_id=version_id)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.deps import Pagination, Reader, SessionDep, TrainerWrite
 from services.registry.evidence import service
 from services.registry.paths import IdPath, NamePath, RoundQuery
+from services.registry.threads import run_read
 from shared.registry_api.schemas import (
     CheckpointCreate,
     CheckpointPublic,
@@ -40,7 +40,7 @@ async def list_checkpoints(
     session: SessionDep, _: Reader, paging: Pagination, round: RoundQuery = None
 ) -> Page[CheckpointPublic]:
     """List checkpoints by step."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_checkpoints,
         session=session,
         round=round,
@@ -54,9 +54,7 @@ async def get_checkpoint(
     checkpoint_id: NamePath, session: SessionDep, _: Reader
 ) -> CheckpointPublic:
     """One checkpoint."""
-    return await run_in_threadpool(
-        service.get_checkpoint, session=session, checkpoint_id=checkpoint_id
-    )
+    return await run_read(service.get_checkpoint, session=session, checkpoint_id=checkpoint_id)
 
 
 @router.post("/evidence", status_code=status.HTTP_201_CREATED, response_model=EvidencePublic)
@@ -80,7 +78,7 @@ async def list_evidence(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[EvidencePublic]:
     """List all-wrong groups, filtered (e.g. retry_outcome=failure for the analyst)."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_groups,
         session=session,
         round=round,
@@ -95,7 +93,7 @@ async def list_evidence(
 @router.get("/evidence/{group_id}")
 async def get_evidence(group_id: IdPath, session: SessionDep, _: Reader) -> EvidencePublic:
     """One all-wrong group."""
-    return await run_in_threadpool(service.get_group, session=session, group_id=group_id)
+    return await run_read(service.get_group, session=session, group_id=group_id)
 
 
 @router.patch("/evidence/{group_id}", response_model=EvidencePublic)

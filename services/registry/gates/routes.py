@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
-from starlette.concurrency import run_in_threadpool
 
 from services.registry.deps import EvaluatorWrite, Pagination, Reader, SessionDep
 from services.registry.gates import service
 from services.registry.paths import IdPath, RoundQuery
+from services.registry.threads import run_read
 from shared.registry_api.schemas import (
     DecisionCreate,
     DecisionPublic,
@@ -50,7 +50,7 @@ async def list_gate_runs(
     checkpoint_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Page[GateRunPublic]:
     """List gate runs, filtered by kind (online / gate_a), round, status or checkpoint."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_runs,
         session=session,
         kind=kind,
@@ -65,7 +65,7 @@ async def list_gate_runs(
 @router.get("/gates/{run_id}")
 async def get_gate_run(run_id: IdPath, session: SessionDep, _: Reader) -> GateRunPublic:
     """One gate run."""
-    return await run_in_threadpool(service.get_run, session=session, run_id=run_id)
+    return await run_read(service.get_run, session=session, run_id=run_id)
 
 
 @router.patch("/gates/{run_id}", response_model=GateRunPublic)
@@ -104,7 +104,7 @@ async def list_observations(
     task_id: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Page[ObservationPublic]:
     """The raw observations of a gate, for re-fitting and audit."""
-    return await run_in_threadpool(
+    return await run_read(
         service.list_observations,
         session=session,
         run_id=run_id,
@@ -132,10 +132,10 @@ async def post_decision(run_id: IdPath, data: DecisionCreate, write: EvaluatorWr
 @router.get("/gates/{run_id}/decision")
 async def get_run_decision(run_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
     """The decision of a gate run."""
-    return await run_in_threadpool(service.get_run_decision, session=session, run_id=run_id)
+    return await run_read(service.get_run_decision, session=session, run_id=run_id)
 
 
 @router.get("/decisions/{decision_id}")
 async def get_decision(decision_id: IdPath, session: SessionDep, _: Reader) -> DecisionPublic:
     """One gate decision by id."""
-    return await run_in_threadpool(service.get_decision, session=session, decision_id=decision_id)
+    return await run_read(service.get_decision, session=session, decision_id=decision_id)
