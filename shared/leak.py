@@ -127,7 +127,7 @@ _GENERIC_TEXT = """
 GENERIC_WORDS = frozenset(_GENERIC_TEXT.split())
 
 # Letter runs that make a letter-digit token a quantity, an ordinal or a phrase, not a model
-# code (64GB, 500ml, 2nd, 3-in-1); and short words a code is never split away from ("a 12").
+# code (64GB, 500ml, 2nd, 3-in-1, A12 read as "a 12").
 _NOT_CODE_LETTERS_TEXT = """
     mm cm m km in inch inches ft feet yd oz floz lb lbs g kg mg ml l ltr gal qt pt
     gb tb mb kb w kw v mah wh ah hz khz ghz db mp k p x pcs pc pk pack packs ct count
@@ -427,13 +427,7 @@ def _code_matches(views: _Views, code: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _code_pattern(code: str) -> re.Pattern[str]:
-    runs = re.findall(r"\d+|[a-z]+", code)
-    chars = [[_CODE_CHARS.get(char, re.escape(char)) for char in run] for run in runs]
-    # a split is allowed between any characters, but never one that cuts off a short word
-    # ("a 12" is an article and a number, not the code A12)
-    splittable = not any(run in _NOT_CODE_LETTERS for run in runs if run.isalpha())
-    glue = r"[\s\-_]?" if splittable else ""
-    body = glue.join(char for run in chars for char in run)
+    body = r"[\s\-_]?".join(_CODE_CHARS.get(char, re.escape(char)) for char in code)
     return re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
 
 
