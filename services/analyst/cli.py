@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from shared.service_cli import command_group, run_command, serve_app
+
+if TYPE_CHECKING:
+    from shared.leak import GoldFacts
 
 app = command_group(
     "analyst", "Slow loop: gold firewall, failure analysis, compiler, cold start, service."
@@ -24,21 +27,25 @@ app = command_group(
 
 @app.command()
 def firewall(
-    file: Annotated[Path, typer.Argument(help='JSON list of {"name","text","gold"} cases')],
+    file: Annotated[
+        Path, typer.Argument(help='JSON list of {"name","text","gold"} cases; gold.price a number')
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
     """Run the gold firewall on each case: admitted or not, and the findings."""
-    from shared.leak import GoldFacts, find_leaks
+    from shared.leak import find_leaks
 
     try:
         cases = json.loads(file.read_text(encoding="utf-8"))
         if not isinstance(cases, list):
             raise ValueError("expected a JSON list of cases")
+        # every case's gold is read before any verdict: a bad price stops the run, not a case
+        golds = [_case_gold(index, case) for index, case in enumerate(cases)]
     except (OSError, ValueError) as error:
         print(f"intraskill analyst firewall: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
-    for case in cases:
-        findings = find_leaks(case["text"], gold=GoldFacts.from_json(case.get("gold") or {}))
+    for case, gold in zip(cases, golds, strict=True):
+        findings = find_leaks(case["text"], gold=gold)
         line = {
             "name": case.get("name", ""),
             "admitted": not findings,
@@ -50,6 +57,19 @@ def firewall(
             verdict = "admitted" if line["admitted"] else "BLOCKED "
             rules = ", ".join(f"{f['rule']}:{f['text']}" for f in line["findings"])
             print(f"{verdict} {line['name']}  {rules}")
+
+
+def _case_gold(index: int, case: object) -> GoldFacts:
+    """A case's gold facts; a case without text, or with a malformed gold, names itself."""
+    from shared.leak import GoldFacts
+
+    name = case.get("name", index) if isinstance(case, dict) else index
+    if not isinstance(case, dict) or not isinstance(case.get("text"), str):
+        raise ValueError(f"case {name!r}: expected an object with a string 'text'")
+    try:
+        return GoldFacts.from_json(case.get("gold") or {})
+    except ValueError as error:
+        raise ValueError(f"case {name!r}: {error}") from None
 
 
 @app.command()

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.analyst.cards import finish_card
 from services.analyst.rules_backend import AnalysisInput, injected
-from services.analyst.trace import gold_facts, read_trace
+from services.analyst.trace import gold_facts, gold_price, read_trace
 from shared.chunks import ChunkContent, render_skill_block
 from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
 
@@ -174,7 +174,7 @@ class LLMAnalyst:
     def analyze(self, request: AnalysisInput) -> CardCreate:
         task = request.env.task(request.trajectory.task_id)
         facts = read_trace(request.trajectory)
-        gold = gold_facts(task, facts)
+        gold = gold_facts(task, facts, price=gold_price(task, request.env.world.catalog))
         session = LiveSession(request.env, task.task_id, request.seed)
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},

@@ -16,7 +16,7 @@ from services.analyst.cards import finish_card
 from services.analyst.diagnosis import Divergence, diagnose
 from services.analyst.live import Trial, live_trial
 from services.analyst.mechanisms import LIBRARY, addressed_mechanisms
-from services.analyst.trace import TraceFacts, gold_facts, read_trace
+from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
 from shared.agent.backends.procedural import recognised_mechanisms
 from shared.agent.trajectory import Trajectory
 from shared.chunks import InjectedChunk, render_skill_block
@@ -60,7 +60,7 @@ def analyze(request: AnalysisInput) -> CardCreate:
     """The card for one failed trace (see the module docstring)."""
     task = request.env.task(request.trajectory.task_id)
     facts = read_trace(request.trajectory)
-    gold = gold_facts(task, facts)
+    gold = gold_facts(task, facts, price=gold_price(task, request.env.world.catalog))
     divergences = diagnose(request.trajectory, task, facts)
     followed = recognised_mechanisms(render_skill_block(injected(request.bank)))
     missing = [d for d in divergences if d.mechanism not in followed]

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from shared.agent.trajectory import Trajectory
 from shared.leak import GoldFacts
+from shared.shopsim.product import Catalog
+from shared.shopsim.reward import resolve_sku_price
 from shared.shopsim.task import Task
 
 _PRODUCT_ID = re.compile(r"^B0[0-9A-Z]{8}$")
@@ -77,8 +79,18 @@ def _visit(step: int, product_id: str, page: str) -> ProductVisit:
     return ProductVisit(step, product_id, line("Title"), line("Brand"), attributes)
 
 
-def gold_facts(task: Task, facts: TraceFacts) -> GoldFacts:
-    """Everything instance-specific the analyst saw: the firewall's terms for this task."""
+def gold_price(task: Task, catalog: Catalog) -> float | None:
+    """The price of the gold variant (gold product, gold options), if the listing fixes one."""
+    if task.gold_asin not in catalog:
+        return None
+    product = catalog[task.gold_asin]
+    resolution = resolve_sku_price(product.raw_options(), product.pricing, task.gold_options)
+    return resolution.price if resolution.verifiable else None
+
+
+def gold_facts(task: Task, facts: TraceFacts, *, price: float | None = None) -> GoldFacts:
+    """Everything instance-specific the analyst saw: the firewall's terms for this task (the
+    gold price when the caller gives it: `gold_price`)."""
     visited = [visit.title for visit in facts.visits if visit.title]
     titles = [*visited, *facts.result_titles.values()]
     purchase = next(
@@ -100,4 +112,5 @@ def gold_facts(task: Task, facts: TraceFacts) -> GoldFacts:
                 [task.gold_asin, *facts.result_titles, *(v.product_id for v in facts.visits)]
             )
         ),
+        price=price,
     )

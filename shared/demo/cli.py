@@ -129,6 +129,7 @@ def print_summary(summary: dict[str, Any], console: Console, minutes: float) -> 
             "-" if strict is None else f"{strict:.3f}",
         )
     console.print(test)
+    console.print(summary["test_note"])
     for name, diff in summary.get("test_differences", {}).items():
         console.print(
             f"  {name}: {100 * diff['estimate']:+.1f} pp "

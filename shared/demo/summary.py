@@ -15,6 +15,24 @@ if TYPE_CHECKING:
 CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
 CANDIDATE_KINDS = ("add", "rewrite")
 
+# What the test table can show, per policy. The procedural TEST DOUBLE switches a behaviour on
+# when a chunk title carries one of its six cue phrases, and the `rules` analyst writes templates
+# whose titles carry exactly those cues: its gain is planted, and its "trained" checkpoints act
+# with no weights (the trainer updates a tiny model on its tokens, which never acts).
+TEST_NOTES = {
+    "procedural": (
+        "procedural TEST DOUBLE: the gain checks the plumbing and the gates' power to detect a "
+        "planted effect (six cue phrases the rules backend writes), not discovery of useful "
+        "text; 'trained' involves no weights"
+    ),
+    "model": "model: 'trained' is the policy's weights after the rounds' GRPO updates",
+}
+
+
+def policy_statement(policy: str) -> dict[str, Any]:
+    """Whether the trained conditions act with trained weights, and the test table's note."""
+    return {"trained_means_weights": policy == "model", "test_note": TEST_NOTES[policy]}
+
 
 def success_interval(success: float, n: int) -> list[float]:
     """Wilson 95% interval of a success rate over n test tasks (one rollout each)."""
@@ -90,6 +108,7 @@ def build_summary(demo: Demo, registry: RegistryClient) -> dict[str, Any]:
     return {
         "policy": demo.options.policy,
         "policy_is_test_double": demo.options.policy != "model",
+        **policy_statement(demo.options.policy),
         "run_id": demo.run_id,
         "s0_bank_id": demo.state.get("s0_bank_id"),
         "final_bank_id": registry.get_alias("current").bank_id,

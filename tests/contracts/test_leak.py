@@ -37,7 +37,7 @@ def test_gold_terms_respect_minimum_lengths():
 @pytest.mark.parametrize(
     ("field", "at_minimum", "below_minimum"),
     [
-        ("goal_title", "Zenbox", "Zenbo"),
+        ("goal_title", "Garden", "Haven"),  # ordinary words: no product-line name
         ("brands_seen", "Jbl", "Lg"),
         ("gold_options", "Cobalt", "Khaki"),
         ("product_ids", "QX7Z", "QX7"),
@@ -93,10 +93,11 @@ def test_cjk_brand_counts_from_two_characters():
     assert {f.text for f in find_leaks("优先选小米", gold=gold)} == {"小米"}
 
 
-def test_model_numbers_count_from_five_characters():
-    gold = GoldFacts(goal_title="Zeta AB123 kettle", visited_titles=("Omega CD12 kettle",))
+def test_model_codes_count_from_three_characters():
+    gold = GoldFacts(goal_title="Zeta AB123 kettle", visited_titles=("Omega Q30 and X2 kettle",))
     assert find_leaks("look for ab123", gold=gold)
-    assert not find_leaks("look for cd12", gold=gold)
+    assert find_leaks("look for q30", gold=gold)
+    assert not find_leaks("look for x2", gold=gold)
 
 
 @pytest.mark.parametrize("written", ["ANKER", "anker", "aNkEr", "Ánkér", "A   n   k   e   r"])
@@ -126,7 +127,7 @@ def test_product_id_shape_needs_token_boundaries(text, is_id):
 # Title fragments (the rules: 3 consecutive title words of which 2 are specific, or 4 with 1;
 # specific = not a generic category word and 3+ characters; CJK: 8 characters with 6+ CJK),
 # matched with spacing ignored, so a fragment written glued or dashed is the same fragment.
-FRAGMENT_TITLE = "Kettle Deluxe Zorblax Quintar"
+FRAGMENT_TITLE = "Kettle Deluxe Harbor Meadow"  # ordinary words: no product-line name
 
 
 @pytest.mark.parametrize(
@@ -138,8 +139,8 @@ FRAGMENT_TITLE = "Kettle Deluxe Zorblax Quintar"
         ("look for StudioProWirelessBluetooth", "Beats Studio Pro Wireless Bluetooth", True),
         ("buy the qx vy kettle", "Qx Vy Kettle Deluxe Edition Steel", False),  # 2-letter words
         ("buy the zed vox kettle", "Zed_Vox Kettle Deluxe Edition Steel", True),
-        ("deluxe zorblax quintar", FRAGMENT_TITLE, True),
-        ("zorblax quintar", FRAGMENT_TITLE, False),  # two words are not a run of three
+        ("deluxe harbor meadow", FRAGMENT_TITLE, True),
+        ("harbor meadow", FRAGMENT_TITLE, False),  # two words are not a run of three
         ("wireless bluetooth headphones black", "Wireless Bluetooth Headphones Black Zo", False),
         ("甲乙丙丁戊己ab庚", "甲乙丙丁戊己ab庚辛壬癸", True),  # 8 characters, 6 CJK
         ("丙丁戊abc己庚", "甲乙丙丁戊abc己庚辛", False),  # 8 characters, 5 CJK

@@ -141,6 +141,7 @@ def test_demo_sigint_then_rerun_completes_without_duplicates(backend, moment, tm
 
 def check_summary(summary: dict) -> None:
     assert summary["policy"] == "procedural" and summary["policy_is_test_double"]
+    assert summary["trained_means_weights"] is False  # the double acts; no weights do
     assert [r["round"] for r in summary["rounds"]] == list(range(ROUNDS))
     for entry in summary["rounds"]:
         for key in ("bank_id", "bank_size", "cards", "eligible", "candidates", "admitted"):

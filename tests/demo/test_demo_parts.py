@@ -18,7 +18,7 @@ from shared.demo.processes import (
 )
 from shared.demo.run import Demo, DemoOptions, PresetFacts, last_json_line, last_line, run_id_for
 from shared.demo.state import DemoState
-from shared.demo.summary import condition_table, success_interval
+from shared.demo.summary import condition_table, policy_statement, success_interval
 
 HERE = Path(__file__).parent
 TINY = HERE / "demo-tiny.toml"
@@ -156,3 +156,30 @@ def test_the_warm_start_summary_is_the_last_json_line_not_the_first_brace():
         "cached": True,
     }
     assert last_json_line("no summary {'a': 1}\n") is None
+
+
+def test_the_procedural_summary_says_its_trained_conditions_involve_no_weights():
+    # the issue: the procedural demo's gain is planted (cue phrases the rules backend writes)
+    # and its "trained" conditions act with no weights; the model's act with its trained weights
+    procedural = policy_statement("procedural")
+    assert procedural["trained_means_weights"] is False
+    note = procedural["test_note"].casefold()
+    assert "test double" in note and "no weights" in note and "planted" in note
+    assert policy_statement("model")["trained_means_weights"] is True
+
+
+def test_the_test_table_is_followed_by_its_note():
+    from rich.console import Console
+
+    from shared.demo.cli import print_summary
+
+    row = {"success": 0.5, "success_ci": [0.3, 0.7], "r_strict": 0.5, "n_tasks": 40}
+    summary = {
+        "rounds": [], "test": {"base/bare": row}, "final_bank_id": 1, "report": "r.html",
+        **policy_statement("procedural"),
+    }  # fmt: skip
+    console = Console(record=True, width=400)
+    print_summary(summary, console, minutes=1.0)
+    lines = console.export_text().splitlines()
+    table_end = max(i for i, line in enumerate(lines) if "base/bare" in line) + 1
+    assert lines[table_end + 1] == policy_statement("procedural")["test_note"]

@@ -62,7 +62,12 @@ TARGETS: dict[str, Target] = {
         REWARD_TESTS,
     ),
     "leak": Target(
-        ("shared/leak.py",), ("tests/contracts/test_leak.py", "tests/analyst/test_firewall.py")
+        ("shared/leak.py",),
+        (
+            "tests/contracts/test_leak.py",
+            "tests/analyst/test_firewall.py",
+            "tests/analyst/test_firewall_gold_rules.py",
+        ),
     ),
     "concurrency": Target(
         ("services/registry/concurrency.py",),
