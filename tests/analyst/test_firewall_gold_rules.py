@@ -209,7 +209,7 @@ def test_beats_used_as_a_verb_is_not_the_brand(text):
     [
         "prefer beats headphones",
         "choose beats the most often",  # after a word of choosing
-        "when two tie, Beats wins",  # capitalized inside a sentence
+        "when two tie, Beats every time",  # capitalized inside a sentence, before a determiner
         "PREFER BEATS",
         "beats.",
     ],
