@@ -330,6 +330,7 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         deficits=sum(g.status == "deficit" for g in groups),
         runtime_errors=sum(g.status == "runtime_error" for g in groups),
         cards=len(cards),
+        verified=sum(bool(card.extras.get("verifying_trial")) for _, card in cards),
         eligible=sum(card.eligible for _, card in cards),
         candidates=len(summaries),
         compiler=_compiler_label(compiled.report),

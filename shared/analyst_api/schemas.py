@@ -141,6 +141,7 @@ class FunnelCounts(BaseModel):
     deficits: int = 0
     runtime_errors: int = 0
     cards: int = 0
+    verified: int = Field(0, description="cards whose own repair a counterfactual trial verified")
     eligible: int = 0
     candidates: int = 0
     # the compiler whose candidates these are: "deterministic", "llm", or
