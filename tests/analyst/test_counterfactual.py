@@ -60,3 +60,18 @@ def test_add_appends_the_card_chunk_and_rewrite_takes_the_targets_slot():
     rewritten = repaired_bank(bank, new, 1)
     assert [(c.chunk_id, c.version) for c in rewritten] == [("chunk-1", 2), ("chunk-2", 1)]
     assert rewritten[0].content == new and rewritten[1].content == bank[1].content
+
+
+def test_the_blind_agent_setting_picks_the_frozen_policy_by_default():
+    from services.analyst.settings import AnalystSettings
+
+    policy = blind_agent()
+    assert AnalystSettings().verifier == "policy"
+    assert AnalystSettings().blind_agent(policy) is policy
+    assert AnalystSettings(verifier="procedural").blind_agent(policy) is None  # the test double
+    with pytest.raises(LookupError):
+        AnalystSettings(verifier="analyst_model").blind_agent(policy)
+    served = AnalystSettings(verifier="analyst_model", llm_base_url="http://127.0.0.1:9/v1",
+                             llm_model="analyst-model").blind_agent(policy)  # fmt: skip
+    assert served is not policy and served.name == "openai" and "analyst-model" in served.model_id
+    served.close()
