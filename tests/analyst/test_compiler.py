@@ -3,11 +3,16 @@
 import pytest
 
 from services.analyst.cards import finish_card
-from services.analyst.compiler import compile_round, signature
+from services.analyst.compiler import candidate_problem, compile_round, signature
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from shared.chunks import ChunkContent
 from shared.leak import GoldFacts
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.registry_api.schemas import (
+    CandidateCreate,
+    CandidateOperation,
+    CardOutcome,
+    DeployableAbstraction,
+)
 from tests.analyst.support import library_bank
 
 SUCCESS = [{"valid_actions": 3, "success": True}]
@@ -113,6 +118,25 @@ def test_fingerprint_dedupe_against_active_bank_and_history():
     result = compile_round(cards, active=active, history=history)
     assert [c.mechanism for c in result.candidates] == ["option_choice"]
     assert sorted(result.evidence_only) == [1, 2]
+
+
+def test_the_fingerprint_is_the_registrys():
+    # the dedupe compares with signatures the registry stored: both must be one function
+    content = LIBRARY["price_check"].template
+    for operation, target in (("ADD", None), ("REWRITE", 4)):
+        stored = CandidateCreate(
+            round=0, operation=CandidateOperation(operation), target_chunk_id=target,
+            content=content, source_card_ids=[1],
+        )  # fmt: skip
+        assert signature(operation, target, content) == stored.signature()
+    assert signature("ADD", None, content) != signature("REWRITE", None, content)
+
+
+def test_an_add_names_no_target():
+    content = LIBRARY["price_check"].template
+    assert candidate_problem("ADD", 3, content, [], {3}) == "an ADD names no target"
+    assert candidate_problem("ADD", None, content, [], {3}) is None
+    assert candidate_problem("REWRITE", 3, content, [], {3}) is None
 
 
 def test_candidate_text_passes_each_cards_firewall():
