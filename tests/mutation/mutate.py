@@ -106,17 +106,21 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "analyst-compiler": Target(
-        ("services/analyst/compiler.py",), ("tests/analyst/test_compiler.py",)
+        ("services/analyst/compiler.py",),
+        ("tests/analyst/test_compiler.py", "tests/analyst/test_llm_compiler.py"),
     ),
     "analyst-retry": Target(
         ("services/analyst/slow_loop.py",),
         ("tests/analyst/test_retry.py",),
-        ("*verify_retry*", "*run_retries*"),
+        ("services.analyst.slow_loop.x_verify_retry*",),
     ),
     "analyst-cold-start": Target(
         ("services/analyst/cold_start.py",),
         ("tests/analyst/test_cold_start.py",),
-        ("*consolidate*", "*_clusters*", "*drafts_of*", "*bare_run_cards*", "*proposed*"),
+        tuple(
+            f"services.analyst.cold_start.x_{name}*"
+            for name in ("consolidate", "_clusters", "drafts_of", "bare_run_cards", "proposed")
+        ),
     ),
     "trainer-loss": Target(("services/trainer/loss.py",), ("tests/trainer/test_loss.py",)),
     "trainer-filter": Target(
