@@ -103,7 +103,8 @@ def finish_card(
     extras: dict[str, Any],
 ) -> CardCreate:
     """A card with its firewall findings and forced outcome applied; eligible iff it still
-    proposes something and the firewall found nothing."""
+    proposes something and the firewall found nothing. `trials` are the counterfactual trials
+    of the card's own repair (`live`), never the analyst's own diagnostic actions."""
     findings = firewall(deployable_texts(deployable), gold) if deployable else []
     reason = forced_no_proposal_reason(
         outcome=outcome,
