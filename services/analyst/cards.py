@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from services.analyst.live import verifying_trial
 from shared.chunks import ChunkContent
 from shared.leak import GoldFacts, find_leaks
 from shared.registry_api.schemas import (
@@ -70,10 +71,12 @@ def forced_no_proposal_reason(
     """Why a proposal must become NO_PROPOSAL (the method's rules), or None when it stands."""
     if outcome == CardOutcome.NO_PROPOSAL:
         return None
+    if not trials:
+        return "no counterfactual trial of the card's own repair"
     if not any(trial.get("valid_actions", 0) > 0 for trial in trials):
-        return "no valid live action"
+        return "no valid action by the blind agent after the branch"
     if not any(trial.get("success") for trial in trials):
-        return "no terminal trial with R_success = 1"
+        return "no counterfactual trial of the card's own repair reached R_success = 1"
     if outcome == CardOutcome.REWRITE:
         if cold_start:
             return "REWRITE is not allowed at cold start"
@@ -100,7 +103,8 @@ def finish_card(
     extras: dict[str, Any],
 ) -> CardCreate:
     """A card with its firewall findings and forced outcome applied; eligible iff it still
-    proposes something and the firewall found nothing."""
+    proposes something and the firewall found nothing. `trials` are the counterfactual trials
+    of the card's own repair (`live`), never the analyst's own diagnostic actions."""
     findings = firewall(deployable_texts(deployable), gold) if deployable else []
     reason = forced_no_proposal_reason(
         outcome=outcome,
@@ -127,5 +131,6 @@ def finish_card(
             **extras,
             "terminal_trials": list(trials),
             "successful_counterfactual_trials": sum(bool(t.get("success")) for t in trials),
+            "verifying_trial": verifying_trial(trials),
         },
     )

@@ -3,26 +3,33 @@
 1. Bare runs of the base policy on train tasks (no skill block).
 2. Success cards (no gold; at most two per trajectory: the library mechanisms the trajectory's
    decisive behaviour shows) and failure cards (the failure analyst, REWRITE not allowed).
-3. Consolidation in batches of 40 cards, at most 12 clusters per batch, clusters keyed by
-   mechanism; batches merge by the same key.
-4. At most 16 drafts, one per cluster, in the workflow skeleton's order (query, explicit
-   constraints, persona, candidate inspection, variant and price verification, ...),
-   registered as cold-start chunks. Idempotency keys derive from the content fingerprint, so
-   a resumed run finds its drafts instead of making new ones.
+3. Consolidation by what the cards propose: every eligible card's deployable chunk text is
+   embedded (all-MiniLM-L6-v2, the model the compiler's dedupe ships) and clustered
+   (average-link cosine, texts at least `CLUSTER_SIMILARITY` alike together) in batches of
+   40 cards with at most 12 clusters each; batch clusters then merge by their centroids.
+   Cards of any backend take part, whatever mechanism name they carry, if any.
+4. At most 16 drafts, one per cluster (its most proposed text), in the workflow skeleton's
+   order (query, persona, candidate inspection, variant and price verification, then the
+   rest by support), registered as cold-start chunks. Idempotency keys derive from the
+   content fingerprint, so a resumed run finds its drafts instead of making new ones.
 5. Gate A in the evaluator over HTTP (Bernoulli(1/2) masks, positive top K_init <= 10), which
-   registers and freezes S_0 and moves `current`.
+   registers and freezes S_0 and moves `current`. A Gate A that did not finish is reported
+   as incomplete (`gate_a_status`), never as a gate that kept nothing.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering
 
-from services.analyst.mechanisms import LIBRARY, WORKFLOW
+from services.analyst.mechanisms import LIBRARY, WORKFLOW, title_mechanism
 from services.analyst.rules_backend import AnalysisInput
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import episode_seed, make_policy
@@ -30,12 +37,17 @@ from services.analyst.trace import TraceFacts, read_trace
 from shared.agent.runner import EpisodeSpec, run_episodes
 from shared.agent.trajectory import Trajectory
 from shared.analyst_api.schemas import ColdStartCreate, ColdStartResult
+from shared.chunks import ChunkContent, render_chunk
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import CardCreate, CardOutcome, ChunkSource, DeployableAbstraction
 from shared.shopsim.task import Task
 
 BATCH_CARDS, MAX_CLUSTERS_PER_BATCH, MAX_DRAFTS = 40, 12, 16
 SUCCESS_CARDS_PER_TRAJECTORY = 2
+# Two proposed chunks at least this alike (cosine, average link) propose the same repair. The
+# six library templates are at most 0.67 apart (docs/analyst.md), so they never merge.
+CLUSTER_SIMILARITY = 0.8
+Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> unit-length rows
 
 
 def success_mechanisms(task: Task, facts: TraceFacts) -> list[str]:
@@ -75,21 +87,103 @@ def success_card(task: Task, mechanism: str, trajectory: Trajectory) -> CardCrea
     )
 
 
-def consolidate(cards: list[CardCreate]) -> dict[str, list[int]]:
-    """mechanism -> card indices: batches of 40, <= 12 clusters each, merged by mechanism."""
-    clusters: dict[str, list[int]] = {}
-    for start in range(0, len(cards), BATCH_CARDS):
-        batch: dict[str, list[int]] = {}
-        for index in range(start, min(start + BATCH_CARDS, len(cards))):
-            card = cards[index]
-            key = card.extras.get("mechanism")
-            if not card.eligible or key is None:
+def proposed(card: CardCreate) -> ChunkContent | None:
+    """The chunk an eligible proposing card offers, or None."""
+    if not card.eligible or card.outcome == CardOutcome.NO_PROPOSAL or card.deployable is None:
+        return None
+    return card.deployable.proposed_content
+
+
+def _clusters(vectors: np.ndarray, max_clusters: int | None = None) -> list[list[int]]:
+    """Row indices grouped by average-link cosine similarity (>= CLUSTER_SIMILARITY), at most
+    `max_clusters` groups; groups in order of their first row."""
+    if len(vectors) < 2:
+        return [[0]] if len(vectors) else []
+
+    def fit(**size: Any) -> np.ndarray:
+        return AgglomerativeClustering(metric="cosine", linkage="average", **size).fit_predict(
+            vectors
+        )
+
+    labels = fit(n_clusters=None, distance_threshold=1 - CLUSTER_SIMILARITY)
+    if max_clusters is not None and labels.max() + 1 > max_clusters:
+        labels = fit(n_clusters=max_clusters)
+    groups: dict[int, list[int]] = {}
+    for row, label in enumerate(labels):
+        groups.setdefault(int(label), []).append(row)
+    return sorted(groups.values(), key=min)
+
+
+def consolidate(cards: Sequence[CardCreate], embed: Embed) -> list[list[int]]:
+    """Clusters of the eligible proposing cards (indices into `cards`) by their proposed
+    chunk text: batches of 40 with at most 12 clusters, batch clusters merged by centroid."""
+    usable = [index for index, card in enumerate(cards) if proposed(card) is not None]
+    if not usable:
+        return []
+    vectors = embed([render_chunk(proposed(cards[index])) for index in usable])
+    batch_clusters: list[list[int]] = []  # positions in `usable`
+    for start in range(0, len(usable), BATCH_CARDS):
+        rows = list(range(start, min(start + BATCH_CARDS, len(usable))))
+        for group in _clusters(vectors[rows], MAX_CLUSTERS_PER_BATCH):
+            batch_clusters.append([rows[member] for member in group])
+    centroids = np.stack([vectors[members].mean(axis=0) for members in batch_clusters])
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    merged = _clusters(centroids)
+    return [
+        sorted(usable[p] for cluster in group for p in batch_clusters[cluster]) for group in merged
+    ]
+
+
+def drafts_of(cards: Sequence[CardCreate], clusters: list[list[int]], limit: int):
+    """One draft per cluster (its most proposed text), workflow order first, then by support;
+    at most `limit`."""
+    drafts = []
+    for members in clusters:
+        texts = [proposed(cards[index]) for index in members]
+        counts = Counter(text.content_hash() for text in texts)
+        drafts.append((max(texts, key=lambda text: counts[text.content_hash()]), len(members)))
+
+    def order(draft: tuple[ChunkContent, int]) -> tuple:
+        mechanism = title_mechanism(draft[0])
+        return (WORKFLOW.index(mechanism) if mechanism else len(WORKFLOW), -draft[1])
+
+    return [content for content, _ in sorted(drafts, key=order)[: min(limit, MAX_DRAFTS)]]
+
+
+def bare_run_cards(
+    env,
+    trajectories: Sequence[Trajectory],
+    analyzer,
+    *,
+    checkpoint_id: str,
+    settings,
+    verifier=None,
+    progress: Callable[[str, int, int], None] = lambda *_: None,
+) -> tuple[list[CardCreate], int]:
+    """(cards, successes) of the bare runs: success cards without gold, failure cards from the
+    failure analyst at cold start (empty bank, no REWRITE), verified by the base policy."""
+    cards: list[CardCreate] = []
+    scored = [t for t in trajectories if t.scored]
+    successes = 0
+    for index, trajectory in enumerate(scored):
+        task = env.task(trajectory.task_id)
+        if trajectory.components.get("r_success") == 1.0:
+            successes += 1
+            shown = success_mechanisms(task, read_trace(trajectory))
+            cards += [success_card(task, m, trajectory) for m in shown]
+        else:
+            request = AnalysisInput(
+                env=env, trajectory=trajectory, bank=[], round=0, cold_start=True,
+                checkpoint_id=checkpoint_id, seed=episode_seed(task.task_id, "live"),
+                prompt_version=settings.prompt_version, verifier=verifier,
+                rollout=settings.rollout_config(), trials=settings.counterfactual_trials,
+            )  # fmt: skip
+            try:
+                cards.append(analyzer(request))
+            except Exception:  # an analyst crash costs this card, not the cold start
                 continue
-            if key in batch or len(batch) < MAX_CLUSTERS_PER_BATCH:
-                batch.setdefault(key, []).append(index)
-        for key, members in batch.items():
-            clusters.setdefault(key, []).extend(members)
-    return clusters
+        progress("cards", index + 1, len(scored))
+    return cards, successes
 
 
 def cold_start_job(
@@ -101,6 +195,7 @@ def cold_start_job(
     folder: Path,
     progress: Callable[[str, int, int], None] = lambda *_: None,
     gate_a: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    embed: Embed | None = None,
 ) -> dict[str, Any]:
     env = settings.make_env(body.env_preset)
     tasks = env.task_ids("train")[: body.n_tasks]
@@ -112,37 +207,25 @@ def cold_start_job(
     progress("bare runs", 0, len(specs))
     try:
         trajectories = run_episodes(env, policy, specs, settings.rollout_config())
+        progress("bare runs", len(specs), len(specs))
+        blind = settings.blind_agent(policy)
+        try:
+            cards, successes = bare_run_cards(
+                env, trajectories, analyzer, checkpoint_id=body.policy.checkpoint_id,
+                settings=settings, verifier=blind, progress=progress,
+            )  # fmt: skip
+        finally:
+            if blind is not None and blind is not policy:
+                blind.close()
     finally:
         policy.close()
-    progress("bare runs", len(specs), len(specs))
-    cards: list[CardCreate] = []
-    scored = [t for t in trajectories if t.scored]
-    successes = [t for t in scored if t.components.get("r_success") == 1.0]
-    for index, trajectory in enumerate(scored):
-        task = env.task(trajectory.task_id)
-        if trajectory in successes:
-            shown = success_mechanisms(task, read_trace(trajectory))
-            cards += [success_card(task, m, trajectory) for m in shown]
-        else:
-            request = AnalysisInput(
-                env=env, trajectory=trajectory, bank=[], round=0, cold_start=True,
-                checkpoint_id=body.policy.checkpoint_id, seed=episode_seed(task.task_id, "live"),
-                prompt_version=settings.prompt_version,
-            )  # fmt: skip
-            try:
-                cards.append(analyzer(request))
-            except Exception:  # an analyst crash costs this card, not the cold start
-                continue
-        progress("cards", index + 1, len(scored))
     for card in cards:
         client.create_card(card)
-    clusters = consolidate(cards)
-    order = sorted(clusters, key=lambda k: (WORKFLOW.index(k) if k in WORKFLOW else 99, k))
+    if embed is None:
+        from services.analyst.embeddings import embed
+    clusters = consolidate(cards, embed)
     drafts = []
-    for mechanism in order[: min(body.max_drafts, MAX_DRAFTS)]:
-        content = LIBRARY[mechanism].template if mechanism in LIBRARY else None
-        if content is None:
-            continue
+    for content in drafts_of(cards, clusters, body.max_drafts):
         fingerprint = content.content_hash()
         chunk = client.create_chunk(
             f"cs-{body.run_id[:40]}-{fingerprint[:12]}",
@@ -153,7 +236,8 @@ def cold_start_job(
         drafts.append(chunk.latest)
     result = ColdStartResult(
         n_trajectories=len(trajectories),
-        n_successes=len(successes),
+        n_successes=successes,
+        n_clusters=len(clusters),
         n_cards=len(cards),
         n_eligible=sum(card.eligible for card in cards),
         draft_version_ids=[draft.id for draft in drafts],
@@ -167,10 +251,17 @@ def cold_start_job(
             "alias": body.alias,
             **({"n_tasks": body.gate_a_tasks} if body.gate_a_tasks else {}),
         }
-        outcome = (gate_a or _evaluator_gate_a(settings))(request)
+        try:
+            outcome = (gate_a or _evaluator_gate_a(settings))(request)
+        except Exception as error:  # the gate did not finish: say so, do not call it "none kept"
+            result.gate_a_status = "incomplete"
+            result.gate_a_error = f"{type(error).__name__}: {error}"[:2000]
+            return result.model_dump(mode="json")
         recorded = (outcome.get("result") or {}).get("registry") or {}
         result.gate_a_job_id = outcome.get("id")
+        result.gate_a_status = "complete"
         result.s0_bank_id = recorded.get("bank_id")
+        result.s0_size = 0
         if result.s0_bank_id is not None:
             result.s0_size = len(client.get_bank(result.s0_bank_id).entries)
     return result.model_dump(mode="json")

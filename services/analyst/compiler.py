@@ -184,22 +184,28 @@ def admit(
     threshold: float = DUPLICATE_SIMILARITY,
 ) -> Compilation:
     """Proposals, best first -> candidates: the budget, then the fingerprint and semantic
-    dedupe against this round, the active bank and the history; a dropped proposal's cards
-    become evidence-only. The same for every backend."""
+    dedupe against this round, the active bank and the history (a REWRITE never against the
+    text it rewrites); a dropped proposal's cards become evidence-only. The same for every
+    backend."""
     result = Compilation()
     seen_signatures = {sig for sig, _ in history}
     seen_signatures |= {signature("ADD", None, e.content) for e in active}
-    seen_texts = [render_chunk(e.content) for e in active]
-    seen_texts += [render_chunk(content) for _, content in history]
+    # (content hash, rendered text) of every earlier text: active chunks, history, this round
+    seen = [(e.content.content_hash(), render_chunk(e.content)) for e in active]
+    seen += [(content.content_hash(), render_chunk(content)) for _, content in history]
+    targets = {e.chunk_id: e.content.content_hash() for e in active}
     for proposal in proposals:
         sig = signature(proposal.operation, proposal.target_chunk_id, proposal.content)
         text = render_chunk(proposal.content)
+        # a REWRITE is never a duplicate of the very text it rewrites
+        own = targets.get(proposal.target_chunk_id) if proposal.operation == "REWRITE" else None
+        others = [(h, t) for h, t in seen if h != own]
         reason = None
         if len(result.candidates) >= max_candidates:
             reason = f"over the budget of {max_candidates} candidates"
         elif sig in seen_signatures:
             reason = "same fingerprint as the active bank, this round or the history"
-        elif similar is not None and (match := similar(text, seen_texts)):
+        elif similar is not None and (match := similar(text, [t for _, t in others])):
             index, score = match
             if score >= threshold:
                 reason = f"semantic duplicate (cosine {score:.3f}) of an earlier text #{index}"
@@ -221,7 +227,7 @@ def admit(
             )
         )
         seen_signatures.add(sig)
-        seen_texts.append(text)
+        seen.append((proposal.content.content_hash(), text))
     return result
 
 

@@ -5,13 +5,17 @@ Protocol (one analysis):
   ids, 10+ digit numbers, task ids and the persona's id and dates replaced), and the
   privileged gold audit (the goal and the chosen purchase).
 - Tools: `search(query)` and `click(value)` act in a fresh live session of the same task
-  (each purchase ends one trial, reports its reward and opens a new episode);
+  (each purchase ends one diagnostic trial, reports its reward and opens a new episode);
   `submit_failure_card(card)` ends the analysis. At most `max_rounds` rounds; the last offers
   only `submit_failure_card`.
+- The analyst acts with gold in view, so its own trials are diagnosis, never verification.
+  A submitted proposal is verified by a counterfactual trial of the card's own chunk (`live`):
+  the retry replayed to the card's branch step, then the blind agent with the bank plus that
+  chunk (ADD) or with it in place of its target (REWRITE).
 - A submitted card is validated against the card schema; an invalid one is answered with the
   error and may be repaired `repairs` times. No valid card: NO_PROPOSAL, never a crash.
 - The card then goes through the same rules as every card (`cards.finish_card`): firewall,
-  live success required, REWRITE only of an active chunk and never at cold start.
+  counterfactual success required, REWRITE only of an active chunk and never at cold start.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.analyst.cards import finish_card
-from services.analyst.rules_backend import AnalysisInput, injected
+from services.analyst.diagnosis import diagnose
+from services.analyst.rules_backend import AnalysisInput, injected, verify
 from services.analyst.trace import gold_facts, gold_price, read_trace
 from shared.chunks import ChunkContent, render_skill_block
 from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
@@ -44,7 +49,11 @@ SYSTEM_PROMPT = """You are the failure analyst of a shopping agent's skill bank.
 You see the current skill, the agent's failed trajectory (ids redacted) and, privately, the
 gold goal and the purchase it made. Find the earliest step where the agent went wrong, propose
 the smallest reusable repair, and test it: act in the live shop with search/click, following
-your repair, until a purchase succeeds. Then call submit_failure_card once.
+your repair, until a purchase succeeds. Then call submit_failure_card once, with
+privileged_audit.earliest_divergence_step set to the 0-based step of the trace where the agent
+first went wrong. Your own purchases are only diagnosis: the card counts only if an agent that
+sees no gold, replaying the trace up to that step and then following your proposed chunk,
+reaches a successful purchase.
 The deployable_abstraction must be generic: no product ids, brands, titles, option values or
 task ids from this task. Use status NO_PROPOSAL if no reusable repair exists."""
 
@@ -263,12 +272,20 @@ class LLMAnalyst:
                 deployable = DeployableAbstraction(**submitted.deployable_abstraction.model_dump())
             elif outcome != CardOutcome.NO_PROPOSAL:
                 outcome = CardOutcome.NO_PROPOSAL
+        trials = []
+        if deployable is not None and deployable.proposed_content is not None:
+            branch = branch_step(audit, request.trajectory, task)
+            audit["branch_step"] = branch
+            trials = [trial.as_dict() for trial in verify(
+                request, deployable.proposed_content, deployable.target_chunk_id, branch
+            )]  # fmt: skip
         audit.update({"gold_asin": task.gold_asin, "firewall_gold": gold.as_json(),
-                      "protocol_problems": problems[-5:]})  # fmt: skip
+                      "protocol_problems": problems[-5:],
+                      "diagnostic_trials": session.trials})  # fmt: skip
         card = finish_card(
             round=request.round, task_id=task.task_id, checkpoint_id=request.checkpoint_id,
             evidence_id=request.evidence_id, outcome=outcome, audit=audit, deployable=deployable,
-            gold=gold, trials=session.trials, active=request.bank, cold_start=request.cold_start,
+            gold=gold, trials=trials, active=request.bank, cold_start=request.cold_start,
             extras={"backend": "llm", "model": self.model},
         )  # fmt: skip
         if submitted is None:
@@ -277,6 +294,16 @@ class LLMAnalyst:
 
     def close(self) -> None:
         self.http.close()
+
+
+def branch_step(audit: dict[str, Any], trajectory, task) -> int:
+    """Where the counterfactual branches: the step the card names as the earliest divergence,
+    else the rules' earliest divergence, else the first step."""
+    named = audit.get("earliest_divergence_step")
+    if isinstance(named, int) and not isinstance(named, bool) and named >= 0:
+        return min(named, len(trajectory.steps))
+    found = diagnose(trajectory, task, read_trace(trajectory))
+    return found[0].step if found else 0
 
 
 def _arguments(raw: Any) -> dict[str, Any] | None:

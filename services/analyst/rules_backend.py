@@ -3,23 +3,26 @@
 For one failed full-skill retry it (1) reads the trace, (2) diagnoses every divergence from
 the gold, (3) keeps those the current bank's procedures do not already cover, (4) picks the
 earliest as the card's mechanism (ADD, or REWRITE when an active chunk is about the same
-mechanism but is not followed), (5) tests the repair live with the procedural tester: first
-the single repair, then the whole chain of repairs the trace needs, and (6) writes the card.
+mechanism but is not followed), (5) tests that one repair with a counterfactual trial (the
+retry replayed to the divergence, then a blind agent with the bank plus the repair: `live`),
+and (6) writes the card. A card is verified by its own repair alone: no chain of others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from services.analyst.cards import finish_card
 from services.analyst.diagnosis import Divergence, diagnose
-from services.analyst.live import Trial, live_trial
+from services.analyst.live import Trial, default_tester, verify_repair
 from services.analyst.mechanisms import LIBRARY, addressed_mechanisms
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
+from shared.agent.backends.base import PolicyBackend
 from shared.agent.backends.procedural import recognised_mechanisms
+from shared.agent.runner import RolloutConfig
 from shared.agent.trajectory import Trajectory
-from shared.chunks import InjectedChunk, render_skill_block
+from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
 from shared.registry_api.schemas import (
     BankEntryPublic,
     CardCreate,
@@ -27,8 +30,6 @@ from shared.registry_api.schemas import (
     DeployableAbstraction,
 )
 from shared.shopsim.env import ShopEnv
-
-MAX_TRIALS = 5  # live trials per analysis (the reference allows 19 live actions in 20 rounds)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,29 @@ class AnalysisInput:
     cold_start: bool = False
     seed: int = 0
     prompt_version: str | None = None
+    # The blind agent of the counterfactual trials: the round's frozen policy (the slow loop
+    # passes it); None here means the procedural TEST DOUBLE (offline runs and tests).
+    verifier: PolicyBackend | None = None
+    rollout: RolloutConfig | None = None  # how trials run (turn cap, decoding); None: defaults
+    trials: int = 1  # counterfactual trials per card, stopping at the first success
+
+    def rollout_config(self) -> RolloutConfig:
+        if self.rollout is not None:
+            return replace(self.rollout, concurrency=1)
+        extra = {"prompt_version": self.prompt_version} if self.prompt_version else {}
+        return RolloutConfig(concurrency=1, **extra)
+
+
+def verify(
+    request: AnalysisInput, content: ChunkContent, target_chunk_id: int | None, branch_step: int
+) -> list[Trial]:
+    """The counterfactual trials of one card's own repair, by the request's blind agent."""
+    agent = request.verifier or default_tester()
+    return verify_repair(
+        request.env, request.trajectory, request.bank, content,
+        target_chunk_id=target_chunk_id, branch_step=branch_step, agent=agent,
+        seed=request.seed, attempts=request.trials, config=request.rollout_config(),
+    )  # fmt: skip
 
 
 def injected(bank: Sequence[BankEntryPublic]) -> list[InjectedChunk]:
@@ -74,7 +98,7 @@ def analyze(request: AnalysisInput) -> CardCreate:
         "active": request.bank,
         "cold_start": request.cold_start,
     }
-    extras = {"backend": "rules", "live_tester": "procedural (test double)"}
+    extras = {"backend": "rules"}
     if not missing:
         audit["repair_validation_result"] = (
             "no divergence found" if not divergences else "the bank already covers every one"
@@ -85,16 +109,17 @@ def analyze(request: AnalysisInput) -> CardCreate:
         )  # fmt: skip
     earliest = missing[0]
     target = _rewrite_target(request.bank, earliest.mechanism, request.cold_start)
-    trials = _live_trials(request, missing, target)
+    template = LIBRARY[earliest.mechanism]
+    target_id = target.chunk_id if target else None
+    trials = verify(request, template.template, target_id, earliest.step)
     audit["minimal_repair"] = {
         "mechanism": earliest.mechanism,
-        "chain": list(trials[-1].repair),
-        "rewrite_target": target.chunk_id if target else None,
+        "branch_step": earliest.step,
+        "rewrite_target": target_id,
     }
     audit["repair_validation_result"] = (
         "terminal success" if any(t.success for t in trials) else "no terminal success"
     )
-    template = LIBRARY[earliest.mechanism]
     deployable = DeployableAbstraction(
         failure_mechanism=template.failure_surface,
         applicable_when=template.template.applies_when,
@@ -121,37 +146,6 @@ def _rewrite_target(
     if cold_start:
         return None
     return next((e for e in bank if mechanism in addressed_mechanisms(e.content)), None)
-
-
-def _live_trials(
-    request: AnalysisInput, missing: list[Divergence], target: BankEntryPublic | None
-) -> list[Trial]:
-    """Follow the earliest repair live; while a trial fails, diagnose that trial's own trace
-    and add the repair of its earliest new divergence, as an investigator would (bounded)."""
-    base = [c for c, e in zip(injected(request.bank), request.bank, strict=True) if e is not target]
-    task = request.env.task(request.trajectory.task_id)
-    chain = [missing[0].mechanism]
-    trials: list[Trial] = []
-    for _ in range(MAX_TRIALS):
-        chunks = [*base, *(proposal_chunk(mechanism) for mechanism in chain)]
-        trial = live_trial(
-            request.env,
-            task.task_id,
-            chunks,
-            chain,
-            seed=request.seed,
-            prompt_version=request.prompt_version,
-        )
-        trials.append(trial)
-        if trial.success or trial.trajectory is None:
-            break
-        followed = recognised_mechanisms(render_skill_block(chunks))
-        found = diagnose(trial.trajectory, task, read_trace(trial.trajectory))
-        following = [d.mechanism for d in found if d.mechanism not in followed]
-        if not following:
-            break
-        chain = [*chain, following[0]]
-    return trials
 
 
 def _audit(task, facts: TraceFacts, divergences: list[Divergence]) -> dict:

@@ -30,6 +30,12 @@ class AnalystSettings(BaseSettings):
     dtype: str = "float32"
     backend_options: dict[str, Any] = Field(default_factory=dict, description="policy options")
 
+    verifier: Literal["policy", "analyst_model", "procedural"] = Field(
+        "policy",
+        description="blind agent of counterfactual trials: the frozen policy checkpoint, the "
+        "llm analyst's model in a fresh agent context, or the procedural TEST DOUBLE",
+    )
+    counterfactual_trials: int = Field(1, ge=1, le=10, description="trials per card's repair")
     retry_attempts: int = Field(2, ge=0, le=10, description="reruns of an unscored retry")
     analyst_attempts: int = Field(2, ge=1, le=10, description="tries before ANALYST_ERROR")
     semantic_dedupe: bool = Field(True, description="MiniLM near-duplicate check in compile")
@@ -56,6 +62,22 @@ class AnalystSettings(BaseSettings):
         if self.env_path:
             return ShopEnv.load(self.env_path)
         return ShopEnv.from_preset(preset or self.env_preset)
+
+    def blind_agent(self, policy):
+        """The counterfactual trials' agent: `policy` (the frozen checkpoint), the analyst's
+        model served as a policy, or the procedural test double (None: the default tester)."""
+        if self.verifier == "policy":
+            return policy
+        if self.verifier == "procedural":
+            return None
+        from shared.agent.backends import make_backend
+
+        if not (self.llm_base_url and self.llm_model):
+            raise LookupError(
+                "ANALYST_VERIFIER=analyst_model needs ANALYST_LLM_BASE_URL and _MODEL"
+            )
+        key = self.llm_api_key.get_secret_value() if self.llm_api_key else None
+        return make_backend("openai", self.llm_model, base_url=self.llm_base_url, api_key=key)
 
     def rollout_config(self):
         from shared.agent.decoding import CPU_DECODING, PAPER_DECODING

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from services.analyst.compiler import Compilation, compile_round
+from services.analyst.live import skill_block_hash
 from services.analyst.rules_backend import AnalysisInput, injected
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore
@@ -75,16 +76,20 @@ def episode_seed(*parts: object) -> int:
     return int.from_bytes(hash_key("analyst", *parts)[:4], "big")
 
 
-def verify_retry(trajectory: Trajectory, bank: BankPublic) -> None:
-    """The retry's prompt carried exactly the bank's chunk ids, versions and content."""
+def verify_retry(trajectory: Trajectory, bank: BankPublic, prompt_version: str) -> None:
+    """The retry's prompt carried exactly the frozen bank it claims: its chunk ids and
+    versions, its hash, the prompt layout the analyst runs, and a skill block whose hash is
+    the one the frozen bank's own content renders to (so edited text cannot pass)."""
     expected = [f"{entry.slug}@{entry.version}" for entry in bank.entries]
-    if trajectory.provenance.injected != expected:
-        raise RetryMismatch(f"retry injected {trajectory.provenance.injected}, bank {expected}")
-    if trajectory.provenance.bank_hash != bank.content_hash:
+    provenance = trajectory.provenance
+    if provenance.injected != expected:
+        raise RetryMismatch(f"retry injected {provenance.injected}, bank {expected}")
+    if provenance.bank_hash != bank.content_hash:
         raise RetryMismatch("retry bank hash differs from the frozen bank's")
-    for entry in bank.entries:
-        if entry.content.content_hash() != entry.content_hash:
-            raise RetryMismatch(f"chunk {entry.slug}@{entry.version} content differs")
+    if provenance.prompt_version != prompt_version:
+        raise RetryMismatch(f"retry prompt {provenance.prompt_version}, expected {prompt_version}")
+    if provenance.skill_block_hash != skill_block_hash(injected(bank.entries), prompt_version):
+        raise RetryMismatch("retry skill block is not the frozen bank's content")
 
 
 def run_retries(
@@ -99,6 +104,7 @@ def run_retries(
     """group id -> (outcome, retry trajectory): one full-bank trajectory per group, unscored
     ones rerun up to `retry_attempts` times."""
     chunks = tuple(injected(bank.entries))
+    config = settings.rollout_config()
     outcomes: dict[str, tuple[str, Trajectory | None]] = {}
     waiting = list(groups)
     for attempt in range(settings.retry_attempts + 1):
@@ -117,7 +123,7 @@ def run_retries(
             )
             for group in waiting
         ]
-        trajectories = run_episodes(env, policy, specs, settings.rollout_config())
+        trajectories = run_episodes(env, policy, specs, config)
         still = []
         for group, trajectory in zip(waiting, trajectories, strict=True):
             path = traces / f"{trajectory.episode_id}.json"
@@ -126,7 +132,7 @@ def run_retries(
                 still.append(group)
                 outcomes[group.id] = ("runtime_error", trajectory)
                 continue
-            verify_retry(trajectory, bank)
+            verify_retry(trajectory, bank, config.prompt_version)
             success = trajectory.components.get("r_success") == 1.0
             outcomes[group.id] = ("success" if success else "failure", trajectory)
         waiting = still
@@ -160,9 +166,24 @@ def compile_round_job(
         outcomes = run_retries(
             groups, bank, env=env, policy=policy, settings=settings, traces=traces
         )
+        progress("retries", len(groups), len(groups))
+        blind = settings.blind_agent(policy)
+        try:
+            _analyze_groups(groups, outcomes, traces, body, bank, env, store, client, analyzer,
+                            settings, blind, progress)  # fmt: skip
+        finally:
+            if blind is not None and blind is not policy:
+                blind.close()
     finally:
         policy.close()
-    progress("retries", len(groups), len(groups))
+    return _compile(body, bank, store, client, settings, folder, similar, compiler)
+
+
+def _analyze_groups(
+    groups, outcomes, traces, body, bank, env, store, client, analyzer, settings, blind, progress
+) -> None:
+    """Settle each retry; a failed one goes to the failure analyst (once: a card already
+    stored for the group is found, not written again)."""
     stored_cards = _cards_by_group(client, body.round) if groups else {}
     for index, group in enumerate(groups):
         outcome, trajectory = outcomes[group.id]
@@ -181,9 +202,8 @@ def compile_round_job(
                          card_outcome=card.outcome.value)  # fmt: skip
         else:
             _analyze_group(group, trajectory, uri, body, bank.entries, env, store, client,
-                           analyzer, settings)  # fmt: skip
+                           analyzer, settings, blind)  # fmt: skip
         progress("analysis", index + 1, len(groups))
-    return _compile(body, bank, store, client, settings, folder, similar, compiler)
 
 
 def _cards_by_group(client: RegistryClient, round: int) -> dict[str, CardPublic]:
@@ -206,7 +226,9 @@ def _settle(client: RegistryClient, group, outcome: str, uri: str | None) -> Non
         client.settle_retry(group.request.evidence_id, RetryOutcome(outcome), trace_uri=uri)
 
 
-def _analyze_group(group, trajectory, uri, body, active, env, store, client, analyzer, settings):
+def _analyze_group(
+    group, trajectory, uri, body, active, env, store, client, analyzer, settings, blind
+):
     request = AnalysisInput(
         env=env,
         trajectory=trajectory,
@@ -216,6 +238,9 @@ def _analyze_group(group, trajectory, uri, body, active, env, store, client, ana
         evidence_id=group.request.evidence_id,
         seed=episode_seed(group.id, "live"),
         prompt_version=settings.prompt_version,
+        verifier=blind,
+        rollout=settings.rollout_config(),
+        trials=settings.counterfactual_trials,
     )
     errors = []
     for _ in range(settings.analyst_attempts):
@@ -251,15 +276,22 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
     cards = [(card_id, _card(client, card_id)) for card_id in card_ids]
     if similar is None and settings.semantic_dedupe:
         from services.analyst.embeddings import most_similar as similar
+    # A retried compile keeps what an earlier attempt of this round stored (each card is cited
+    # by at most one candidate per round) and compiles only the cards those leave.
+    earlier = _stored_this_round(client, body)
+    spoken_for = {card_id for stored in earlier for card_id in stored.source_card_ids}
     compiled = compiler(
-        cards,
+        [(card_id, card) for card_id, card in cards if card_id not in spoken_for],
         active=bank.entries,
         history=_history(client, body.round),
-        max_candidates=body.max_candidates,
+        max_candidates=max(0, body.max_candidates - len(earlier)),
         similar=similar,
     )
-    summaries, evidence_only = [], list(compiled.evidence_only)
+    summaries = [_stored_summary(client, stored) for stored in earlier]
+    evidence_only = list(compiled.evidence_only)
     for candidate in compiled.candidates:
+        if spoken_for & set(candidate.card_ids):  # cited already by this round's candidate
+            continue
         create = CandidateCreate(
             round=body.round,
             operation=CandidateOperation(candidate.operation),
@@ -271,11 +303,14 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         )
         try:
             stored = client.create_candidate(create)
-        except Conflict:
-            stored = _stored_by_an_interrupted_attempt(client, create)
-            if stored is None:  # the registry holds this exact candidate already: a duplicate
-                evidence_only.extend(candidate.card_ids)
-                continue
+        except Conflict as conflict:
+            # 409: the registry holds this exact candidate (an earlier round's duplicate), or a
+            # card it cites is cited by another candidate of this round: its cards stay evidence
+            evidence_only.extend(candidate.card_ids)
+            compiled.dropped.append({"mechanism": candidate.mechanism,
+                                     "card_ids": list(candidate.card_ids),
+                                     "reason": f"registry refused (409): {conflict}"})  # fmt: skip
+            continue
         summaries.append(
             CandidateSummary(
                 candidate_id=stored.id,
@@ -295,6 +330,7 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         deficits=sum(g.status == "deficit" for g in groups),
         runtime_errors=sum(g.status == "runtime_error" for g in groups),
         cards=len(cards),
+        verified=sum(bool(card.extras.get("verifying_trial")) for _, card in cards),
         eligible=sum(card.eligible for _, card in cards),
         candidates=len(summaries),
         compiler=_compiler_label(compiled.report),
@@ -320,20 +356,27 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
     ).model_dump(mode="json")
 
 
-def _stored_by_an_interrupted_attempt(client: RegistryClient, create: CandidateCreate):
-    """The candidate this very round stored before its job was interrupted, or None.
+def _stored_this_round(client: RegistryClient, body):
+    """Candidates an earlier attempt of this round's compile stored (same round, same frozen
+    checkpoint)."""
+    return [
+        stored
+        for stored in client.list_candidates(round=body.round)
+        if stored.proposal_checkpoint == body.policy.checkpoint_id
+    ]
 
-    A retried compile finds its own candidates already in the registry; they are this round's
-    proposals (same round, checkpoint and cards), not duplicates of an earlier round's."""
-    signature = create.signature()
-    for stored in client.list_candidates(round=create.round):
-        if (
-            stored.signature == signature
-            and stored.proposal_checkpoint == create.proposal_checkpoint
-            and stored.source_card_ids == create.source_card_ids
-        ):
-            return stored
-    return None
+
+def _stored_summary(client: RegistryClient, stored) -> CandidateSummary:
+    version = client.get_chunk_version_by_id(stored.chunk_version_id)
+    return CandidateSummary(
+        candidate_id=stored.id,
+        signature=stored.signature,
+        operation=stored.operation.value,
+        target_chunk_id=stored.target_chunk_id,
+        mechanism=stored.failure_mechanism or "",
+        title=version.content.title,
+        source_card_ids=list(stored.source_card_ids),
+    )
 
 
 def _compiler_label(report: dict) -> str:

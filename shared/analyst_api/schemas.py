@@ -141,6 +141,7 @@ class FunnelCounts(BaseModel):
     deficits: int = 0
     runtime_errors: int = 0
     cards: int = 0
+    verified: int = Field(0, description="cards whose own repair a counterfactual trial verified")
     eligible: int = 0
     candidates: int = 0
     # the compiler whose candidates these are: "deterministic", "llm", or
@@ -181,11 +182,16 @@ class ColdStartResult(BaseModel):
     n_successes: int
     n_cards: int
     n_eligible: int
+    n_clusters: int = Field(0, description="clusters of eligible cards by proposed text")
     draft_version_ids: list[int] = Field(default_factory=list)
     draft_titles: list[str] = Field(default_factory=list)
     gate_a_job_id: str | None = None
+    gate_a_status: Literal["not run", "complete", "incomplete"] = Field(
+        "not run", description="incomplete: the gate job failed or timed out (no decision)"
+    )
+    gate_a_error: str | None = None
     s0_bank_id: int | None = None
-    s0_size: int | None = None
+    s0_size: int | None = Field(None, description="chunks Gate A kept (0: it kept none)")
 
 
 class Readiness(BaseModel):

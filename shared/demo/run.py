@@ -281,8 +281,14 @@ class Demo:
         s0 = result.get("s0_bank_id") or self._empty_s0(result)
         self._point_current_at(s0)
         self.state.finish("cold start", s0_bank_id=s0, cold_start=result)
+        gate = result.get("gate_a_status")
+        kept = (
+            f"Gate A INCOMPLETE ({result.get('gate_a_error')}), no decision"
+            if gate == "incomplete"
+            else f"{result.get('s0_size') or 0} chunks"
+        )
         self.display.note(
-            f"S_0 = bank {s0}: {result.get('s0_size') or 0} chunks from "
+            f"S_0 = bank {s0}: {kept} from "
             f"{len(result.get('draft_version_ids', []))} drafts, {result.get('n_cards')} cards "
             f"on {result.get('n_trajectories')} bare runs"
         )
@@ -291,9 +297,14 @@ class Demo:
         """Gate A kept no draft: S_0 is the empty bank (the policy starts skill-free)."""
         registry = self._registry("operator")
         drafts = len(result.get("draft_version_ids", []))
+        why = (
+            f"Gate A incomplete on {drafts} drafts"
+            if result.get("gate_a_status") == "incomplete"
+            else f"Gate A kept none of {drafts} drafts"
+        )
         bank = registry.create_bank(
             [],
-            note=f"empty S_0: Gate A kept none of {drafts} drafts",
+            note=f"empty S_0: {why}",
             idempotency_key=f"{self.run_id}:s0:empty",
         )
         if registry.bank_summary(bank.id).status.value == "draft":

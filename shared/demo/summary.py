@@ -71,6 +71,7 @@ def round_entry(round_record: dict[str, Any], registry: RegistryClient) -> dict[
             - funnel.get("runtime_errors", 0),
             "deficits": funnel.get("deficits", 0),
             "cards": funnel.get("cards", 0),
+            "verified": funnel.get("verified", 0),
             "eligible": funnel.get("eligible", 0),
             "candidates": funnel.get("candidates", 0),
         },

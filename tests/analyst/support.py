@@ -45,3 +45,13 @@ def failed_traces(env, bank_chunks=(), *, split="train", n=40, seed=0, slip=0.0)
     ]
     trajectories = run_episodes(env, policy, specs, RolloutConfig(concurrency=20))
     return [t for t in trajectories if t.scored and t.components["r_success"] == 0.0]
+
+
+def succeeds_with(env, trace, chunks) -> bool:
+    """Whether the procedural test double (slip 0), starting fresh on the trace's task with
+    `chunks` in its prompt, reaches R_success = 1: an expectation computed with the agent
+    runtime alone, not with the analyst code under test."""
+    policy = make_backend("procedural", "expectation", slip=0.0)
+    spec = EpisodeSpec(task_id=trace.task_id, seed=0, chunks=tuple(chunks))
+    (trajectory,) = run_episodes(env, policy, [spec], RolloutConfig(concurrency=1))
+    return trajectory.scored and trajectory.components["r_success"] == 1.0

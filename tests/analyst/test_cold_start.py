@@ -1,24 +1,30 @@
-"""The cold start: success cards without gold, consolidation limits, and (slow) the whole
-Trace2Skill path to S_0 through the evaluator's Gate A over HTTP."""
+"""The cold start: success cards without gold, failure cards at cold start, consolidation by
+proposed text, drafts up to 16, an incomplete Gate A, and (slow) the whole Trace2Skill path to
+S_0 through the evaluator's Gate A over HTTP."""
 
 import json
 import uuid
 
+import numpy as np
 import pytest
 from registry_server import TOKENS
 
 from services.analyst.cold_start import (
     BATCH_CARDS,
     MAX_CLUSTERS_PER_BATCH,
+    bare_run_cards,
     cold_start_job,
     consolidate,
+    drafts_of,
     success_card,
 )
-from services.analyst.mechanisms import WORKFLOW
+from services.analyst.mechanisms import LIBRARY
 from services.analyst.rules_backend import analyze
 from services.analyst.settings import AnalystSettings
 from shared.analyst_api.schemas import ColdStartCreate
+from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
 from tests.analyst.support import failed_traces, small_env
 from tests.live_servers import live_server
 
@@ -34,20 +40,108 @@ def test_success_cards_carry_no_gold():
     assert task.gold_asin not in text and task.gold_title not in text
 
 
-def test_consolidation_batches_of_40_with_at_most_12_clusters():
+def by_title(texts):
+    """A TEST DOUBLE of the sentence embedding: texts with the same title (first line) get
+    the same unit vector, different titles orthogonal ones."""
+    titles = list(dict.fromkeys(text.split("\n", 1)[0] for text in texts))
+    vectors = np.zeros((len(texts), len(titles)))
+    for row, text in enumerate(texts):
+        vectors[row, titles.index(text.split("\n", 1)[0])] = 1.0
+    return vectors
+
+
+def llm_card(title: str, *, eligible=True) -> CardCreate:
+    """An eligible card as the llm backend writes it: its own text, no `mechanism` key."""
+    text = ChunkContent(title=title, applies_when="a", procedure=["b"], verify="c", avoid="d")
+    deployable = DeployableAbstraction(
+        failure_mechanism="free text", applicable_when="a", observable_trigger="t",
+        corrective_procedure="b", verification_step="c", proposed_content=text,
+    )  # fmt: skip
+    return CardCreate(
+        round=0, task_id="task-000001", outcome=CardOutcome.ADD, eligible=eligible,
+        deployable=deployable, extras={"backend": "llm"},
+    )  # fmt: skip
+
+
+def test_cards_cluster_by_proposed_text_whatever_their_backend():
     env = small_env()
     trace = failed_traces(env, n=1)[0]
     task = env.task(trace.task_id)
-    cards = [success_card(task, WORKFLOW[i % len(WORKFLOW)], trace) for i in range(100)]
-    # 13 distinct keys in the first batch: the 13th cannot open a cluster there.
-    for index in range(13):
-        cards[index] = cards[index].model_copy(update={"extras": {"mechanism": f"k{index:02d}"}})
-    clusters = consolidate(cards)
-    first_batch = {k for k, members in clusters.items() if min(members) < BATCH_CARDS}
-    assert len(first_batch) <= MAX_CLUSTERS_PER_BATCH
-    assert "k12" not in clusters
-    members = sorted(i for group in clusters.values() for i in group)
-    assert members == sorted(set(members))  # every card in one cluster at most
+    cards = [success_card(task, "price_check", trace), llm_card("Compare two sellers"),
+             success_card(task, "explicit_query", trace), llm_card("Compare two sellers"),
+             llm_card("Read the reviews"), llm_card("Ignored", eligible=False),
+             success_card(task, "price_check", trace)]  # fmt: skip
+    clusters = consolidate(cards, by_title)
+    assert clusters == [[0, 6], [1, 3], [2], [4]]  # the ineligible card takes no part
+    drafts = drafts_of(cards, clusters, 16)
+    # workflow order first (query, then price), then the rest by support
+    assert [d.title for d in drafts] == [
+        LIBRARY["explicit_query"].template.title,
+        LIBRARY["price_check"].template.title,
+        "Compare two sellers",
+        "Read the reviews",
+    ]
+
+
+def test_up_to_16_drafts_one_per_cluster():
+    # batch one (40 cards): ideas 0-11, idea 0 the best supported; batch two: ideas 12-19
+    first = [llm_card(f"Idea {i:02d}") for i in range(12) for _ in range(3)]
+    first += [llm_card("Idea 00")] * 4
+    cards = first + [llm_card(f"Idea {i:02d}") for i in range(12, 20) for _ in range(3)]
+    clusters = consolidate(cards, by_title)
+    assert len(clusters) == 20
+    drafts = drafts_of(cards, clusters, 16)
+    assert len(drafts) == 16 and drafts[0].title == "Idea 00"  # best supported first
+    assert len(drafts_of(cards, clusters, 5)) == 5
+
+
+def test_consolidation_batches_of_40_with_at_most_12_clusters():
+    cards = [llm_card(f"k{i % 13:02d}") for i in range(13)] + [llm_card("k00")] * 50
+    clusters = consolidate(cards, by_title)
+    first_batch = {tuple(c) for c in clusters if min(c) < BATCH_CARDS}
+    assert len(first_batch) <= MAX_CLUSTERS_PER_BATCH  # 13 texts in batch one: 12 clusters
+    members = sorted(i for group in clusters for i in group)
+    assert members == list(range(len(cards)))  # every eligible card in exactly one cluster
+
+
+def test_failure_cards_at_cold_start_are_written_on_an_empty_bank_with_no_rewrite():
+    env = small_env()
+    traces = failed_traces(env, n=3)
+    seen = []
+
+    def analyzer(request):
+        seen.append((request.cold_start, list(request.bank), request.round))
+        return CardCreate(round=0, task_id=request.trajectory.task_id,
+                          outcome=CardOutcome.NO_PROPOSAL, eligible=False)  # fmt: skip
+
+    cards, successes = bare_run_cards(env, traces, analyzer, checkpoint_id="base",
+                                      settings=AnalystSettings())  # fmt: skip
+    assert successes == 0 and len(cards) == len(traces)
+    assert seen == [(True, [], 0)] * len(traces)
+
+
+def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    settings = AnalystSettings(registry_url=registry_url, registry_token=TOKENS["analyst"],
+                               data_dir=tmp_path)  # fmt: skip
+    body = ColdStartCreate(
+        run_id=f"cs-{tag}", policy={"checkpoint_id": f"base-{tag}", "backend": "procedural"},
+        env_preset="test", n_tasks=12,
+    )  # fmt: skip
+
+    def gate_a_gone(request):
+        raise TimeoutError("Gate A job still running")
+
+    with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
+        trainer.create_checkpoint(f"base-{tag}", uri="file:///procedural-test-double", step=0,
+                                  round=0)  # fmt: skip
+
+    with settings.registry_client() as client:
+        result = cold_start_job(body, settings=settings, client=client, analyzer=analyze,
+                                folder=tmp_path, gate_a=gate_a_gone, embed=by_title)  # fmt: skip
+    assert result["draft_version_ids"], "the tiny run must give drafts for the gate to test"
+    assert result["gate_a_status"] == "incomplete" and "TimeoutError" in result["gate_a_error"]
+    assert result["s0_bank_id"] is None and result["s0_size"] is None
 
 
 @pytest.mark.slow
@@ -87,6 +181,7 @@ def test_cold_start_yields_drafts_and_s0_through_gate_a(registry_url, tmp_path):
     assert 1 <= len(result["draft_version_ids"]) <= 16
     assert again["draft_version_ids"] == result["draft_version_ids"]  # resumed, not duplicated
     assert result["gate_a_job_id"] and result["s0_bank_id"] == s0.id
+    assert result["gate_a_status"] == "complete" and result["s0_size"] == len(s0.entries)
     assert s0.frozen_at is not None and 1 <= len(s0.entries) <= 10
     (tmp_path / "cold-start.json").write_text(json.dumps(result, indent=1))
     trainer.close()

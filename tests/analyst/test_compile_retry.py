@@ -59,10 +59,48 @@ def test_a_retried_compile_keeps_the_candidates_its_interrupted_attempt_stored(
     first = compile_round(0, "first")
     assert len(first["candidate_ids"]) == 1
     retried = compile_round(0, "retry")
+    assert analyst.get_candidate(first["candidate_ids"][0]).source_card_ids == [card.id]
     assert retried["candidate_ids"] == first["candidate_ids"]
     assert retried["evidence_only_card_ids"] == []
     later = compile_round(1, "later")
     assert later["candidate_ids"] == [] and later["evidence_only_card_ids"] == [card.id]
+    for client in (analyst, evaluator):
+        client.close()
+
+
+def test_a_retried_compile_whose_compiler_answers_otherwise_cites_each_card_once(
+    registry_url, tmp_path
+):
+    """Exactly once across a retried compile: the retry's compiler (an llm one need not
+    repeat itself) proposes another text for the same card; the round keeps the stored
+    candidate and the card is cited by one candidate of the round, not two."""
+    tag, round_index = uuid.uuid4().hex[:8], 20_000 + uuid.uuid4().int % 10**6
+    analyst = RegistryClient(registry_url, TOKENS["analyst"])
+    evaluator = RegistryClient(registry_url, TOKENS["evaluator"])
+    bank = evaluator.create_bank([], round=round_index)
+    evaluator.freeze_bank(bank.id)
+    card = analyst.create_card(card_body(round_index))
+    settings = AnalystSettings(
+        registry_url=registry_url, registry_token=TOKENS["analyst"], data_dir=tmp_path
+    )
+
+    def compile_round(attempt: str) -> dict:
+        body = CompileRoundCreate(
+            run_id=f"run-{tag}", round=round_index, bank_id=bank.id, env_preset="test",
+            policy={"checkpoint_id": f"ckpt-{tag}", "backend": "procedural"},
+        )  # fmt: skip
+        folder = tmp_path / attempt
+        folder.mkdir()
+        return compile_round_job(
+            body, settings=settings, store=GroupStore(tmp_path / "groups"), client=analyst,
+            analyzer=None, folder=folder, compiler=one_add(card.id, f"{tag}-{attempt}"),
+        )  # fmt: skip
+
+    first = compile_round("first")
+    retried = compile_round("retry")
+    assert retried["candidate_ids"] == first["candidate_ids"] and len(first["candidate_ids"]) == 1
+    citing = [c for c in analyst.list_candidates(round=round_index) if card.id in c.source_card_ids]
+    assert [c.id for c in citing] == first["candidate_ids"]
     for client in (analyst, evaluator):
         client.close()
 
@@ -93,10 +131,11 @@ def test_a_retried_compile_reuses_cards_stored_before_the_groups_were_recorded(
             ),
             created_at="2026-12-01T00:00:00+00:00",
         )  # fmt: skip
-    diagnosed = []
+    diagnosed, blind_agents = [], set()
 
     def analyzer(request):
         diagnosed.append(request.trajectory.task_id)
+        blind_agents.add(request.verifier.checkpoint_id)
         return CardCreate(**card_body(request.round, request.trajectory.task_id))
 
     def compile_round(attempt: str) -> dict:
@@ -113,6 +152,7 @@ def test_a_retried_compile_reuses_cards_stored_before_the_groups_were_recorded(
 
     first = compile_round("first")
     assert first["card_ids"] and len(diagnosed) == len(first["card_ids"])
+    assert blind_agents == {f"ckpt-{tag}"}  # the counterfactual agent: the frozen checkpoint
     for group in store.list(run_id=f"run-{tag}", round=round_index):  # the records never written
         store.update(group.id, status="pending", card_id=None, card_outcome=None)
     diagnosed.clear()

@@ -3,11 +3,16 @@
 import pytest
 
 from services.analyst.cards import finish_card
-from services.analyst.compiler import compile_round, signature
+from services.analyst.compiler import candidate_problem, compile_round, signature
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from shared.chunks import ChunkContent
 from shared.leak import GoldFacts
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.registry_api.schemas import (
+    CandidateCreate,
+    CandidateOperation,
+    CardOutcome,
+    DeployableAbstraction,
+)
 from tests.analyst.support import library_bank
 
 SUCCESS = [{"valid_actions": 3, "success": True}]
@@ -81,7 +86,9 @@ def test_at_most_six_candidates_rest_evidence_only():
     assert len(result.candidates) == 6
     assert len(result.evidence_only) == 1
     assert sorted(cited(result)) == list(range(1, 8))
-    assert compile_round(numbered(cards), active=[], max_candidates=2).candidates[1:] != []
+    tight = compile_round(numbered(cards), active=[], max_candidates=2)
+    assert len(tight.candidates) == 2 and len(tight.evidence_only) == 5
+    assert all("over the budget" in drop["reason"] for drop in tight.dropped)
 
 
 def test_rewrite_must_target_an_active_chunk():
@@ -113,6 +120,25 @@ def test_fingerprint_dedupe_against_active_bank_and_history():
     assert sorted(result.evidence_only) == [1, 2]
 
 
+def test_the_fingerprint_is_the_registrys():
+    # the dedupe compares with signatures the registry stored: both must be one function
+    content = LIBRARY["price_check"].template
+    for operation, target in (("ADD", None), ("REWRITE", 4)):
+        stored = CandidateCreate(
+            round=0, operation=CandidateOperation(operation), target_chunk_id=target,
+            content=content, source_card_ids=[1],
+        )  # fmt: skip
+        assert signature(operation, target, content) == stored.signature()
+    assert signature("ADD", None, content) != signature("REWRITE", None, content)
+
+
+def test_an_add_names_no_target():
+    content = LIBRARY["price_check"].template
+    assert candidate_problem("ADD", 3, content, [], {3}) == "an ADD names no target"
+    assert candidate_problem("ADD", None, content, [], {3}) is None
+    assert candidate_problem("REWRITE", 3, content, [], {3}) is None
+
+
 def test_candidate_text_passes_each_cards_firewall():
     gold = GoldFacts(gold_options=("charcoal gray",))
     leaky = ChunkContent(title="Option values: pick charcoal gray", applies_when="a",
@@ -120,6 +146,60 @@ def test_candidate_text_passes_each_cards_firewall():
     result = compile_round(numbered([card("option_choice", content=leaky, gold=gold)]), active=[])
     assert result.candidates == [] and result.evidence_only == [1]
     assert "firewall" in result.dropped[0]["reason"]
+
+
+def test_candidate_text_passes_the_firewall_of_every_card_not_only_the_first():
+    gold = GoldFacts(gold_options=("charcoal gray",))
+    leaky = ChunkContent(title="Option values: pick charcoal gray", applies_when="a",
+                         procedure=["b"], verify="c", avoid="d")  # fmt: skip
+    clean_first = card("option_choice", content=leaky)  # no gold of its own
+    result = compile_round(
+        numbered([clean_first, card("option_choice", content=leaky, gold=gold)]), active=[]
+    )
+    assert result.candidates == [] and sorted(result.evidence_only) == [1, 2]
+
+
+def everything_alike(text, others):
+    """A TEST DOUBLE of the embedding similarity: every earlier text is a near duplicate."""
+    return (0, 0.99) if others else None
+
+
+def test_a_rewrite_is_never_deduplicated_against_the_text_it_rewrites():
+    active = library_bank("explicit_query", "price_check")  # chunk ids 1, 2
+    target = active[0].content
+    fuller = target.model_copy(
+        update={"applies_when": target.applies_when + " Also when the profile adds some.",
+                "procedure": [*target.procedure, "Add the profile's required attributes."]}
+    )  # fmt: skip
+    rewrite = card("explicit_query", target=1, content=fuller, outcome=CardOutcome.REWRITE,
+                   active=active)  # fmt: skip
+    # the target's text is also in the history: it was itself a candidate once
+    history = [(signature("ADD", None, target), target)]
+    alone = compile_round(numbered([rewrite]), active=active[:1], history=history,
+                          similar=everything_alike)  # fmt: skip
+    assert [(c.operation, c.target_chunk_id) for c in alone.candidates] == [("REWRITE", 1)]
+    # against any other text (another active chunk, an earlier candidate) it is still compared
+    beside = compile_round(numbered([rewrite]), active=active, similar=everything_alike)
+    assert beside.candidates == [] and "semantic duplicate" in beside.dropped[0]["reason"]
+    add = compile_round(numbered([card("price_check", content=fuller)]), active=active[:1],
+                        similar=everything_alike)  # fmt: skip
+    assert add.candidates == []  # an ADD is compared with every active chunk
+
+
+@pytest.mark.slow
+def test_minilm_keeps_a_rewrite_that_adds_a_condition_and_a_step():
+    from services.analyst.embeddings import most_similar
+
+    active = library_bank("explicit_query")
+    target = active[0].content
+    fuller = target.model_copy(
+        update={"applies_when": target.applies_when + " Also when the profile adds some.",
+                "procedure": [*target.procedure, "Add the profile's required attributes."]}
+    )  # fmt: skip
+    rewrite = card("explicit_query", target=1, content=fuller, outcome=CardOutcome.REWRITE,
+                   active=active)  # fmt: skip
+    result = compile_round(numbered([rewrite]), active=active, similar=most_similar)
+    assert [(c.operation, c.target_chunk_id) for c in result.candidates] == [("REWRITE", 1)]
 
 
 @pytest.mark.slow

@@ -1,19 +1,22 @@
 """The llm analyst's protocol over real HTTP against a recorded-response server (a test
-double of an OpenAI-compatible chat model): tools, redaction, live trials, schema repair,
-bounded rounds, NO_PROPOSAL instead of a crash."""
+double of an OpenAI-compatible chat model): tools, redaction, diagnostic live trials, the
+counterfactual verification of the card's own chunk, schema repair, bounded rounds,
+NO_PROPOSAL instead of a crash."""
 
 import re
 import socket
 
 import pytest
 
-from services.analyst.live import live_trial
 from services.analyst.llm_backend import LLMAnalyst, redact
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from services.analyst.rules_backend import AnalysisInput, proposal_chunk
+from shared.agent.backends import make_backend
+from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.chunks import ChunkContent
 from shared.registry_api.schemas import CardOutcome
 from tests.analyst.recorded_chat_server import recorded_chat_server, tool_call
-from tests.analyst.support import failed_traces, small_env
+from tests.analyst.support import failed_traces, small_env, succeeds_with
 
 
 @pytest.fixture(scope="module")
@@ -23,17 +26,21 @@ def env():
 
 @pytest.fixture(scope="module")
 def failure(env):
-    return failed_traces(env, n=10)[0]
+    """A naive failure that the query chunk alone repairs (so a query card can be verified)."""
+    query = [proposal_chunk("explicit_query")]
+    return next(t for t in failed_traces(env, n=10) if succeeds_with(env, t, query))
 
 
 def recorded_repair(env, task_id) -> list[dict]:
-    """The tool calls of a repaired episode (the procedural tester following every library
-    chunk), recorded as the model's replies."""
-    chunks = [proposal_chunk(key) for key in WORKFLOW]
-    trial = live_trial(env, task_id, chunks, WORKFLOW, seed=0)
-    assert trial.success
+    """The tool calls of a repaired episode (the procedural test double following every
+    library chunk), recorded as the model's replies."""
+    chunks = tuple(proposal_chunk(key) for key in WORKFLOW)
+    policy = make_backend("procedural", "recorder", slip=0.0)
+    spec = EpisodeSpec(task_id=task_id, seed=0, chunks=chunks)
+    (episode,) = run_episodes(env, policy, [spec], RolloutConfig(concurrency=1))
+    assert episode.components["r_success"] == 1.0
     script = []
-    for index, step in enumerate(trial.trajectory.steps):
+    for index, step in enumerate(episode.steps):
         verb, argument = step.action.split("[", 1)
         key = "query" if verb == "search" else "value"
         script.append(tool_call(verb, {key: argument[:-1]}, index))
@@ -78,8 +85,11 @@ def test_recorded_analysis_gives_a_verified_card_after_one_repair(env, failure):
             AnalysisInput(env=env, trajectory=failure, bank=[], round=0, seed=5)
         )
     assert card.outcome == CardOutcome.ADD and card.eligible
+    # the analyst's own purchase is diagnosis; the card's own chunk, tried blind, verified it
+    assert [t["success"] for t in card.privileged_audit["diagnostic_trials"]] == [True]
     trials = card.extras["terminal_trials"]
-    assert len(trials) == 1 and trials[0]["success"]
+    assert len(trials) == 1 and trials[0]["success"] and trials[0]["prompt_carries_card"]
+    assert card.extras["verifying_trial"]["agent"] == "procedural-test-double:live-tester"
     assert any("invalid card" in p for p in card.privileged_audit["protocol_problems"])
     assert card.privileged_audit["gold_asin"] == env.task(failure.task_id).gold_asin
     first = received[0]
@@ -120,8 +130,46 @@ def test_card_without_a_live_success_or_with_gold_is_forced_to_no_proposal(env, 
     with recorded_chat_server([tool_call("submit_failure_card", {"card": leaky})]) as (url, _):
         card = analyst(url).analyze(AnalysisInput(env=env, trajectory=failure, bank=[], round=0))
     assert card.outcome == CardOutcome.NO_PROPOSAL
-    assert card.forced_no_proposal_reason == "no valid live action"  # no trial was run
+    assert card.firewall_findings and not card.eligible
     assert {f.rule for f in card.firewall_findings} >= {"gold_brand"}
+
+
+def gold_shortcut(env, task_id) -> list[dict]:
+    """The probe's tool calls: search the gold title it was shown, click the gold id, pick the
+    gold options, buy."""
+    task = env.task(task_id)
+    script = [tool_call("search", {"query": task.gold_title}, 0),
+              tool_call("click", {"value": task.gold_asin}, 1)]  # fmt: skip
+    for index, (axis, value) in enumerate(task.gold_options.items(), 2):
+        script.append(tool_call("click", {"value": f"{axis}={value}"}, index))
+    return [*script, tool_call("click", {"value": "buy now"}, 50)]
+
+
+def test_the_gold_shortcut_probe_yields_no_proposal(env, failure):
+    # issue 21's probe: a scripted analyst buys the gold item with the gold it was shown,
+    # then submits a card whose chunk repairs nothing
+    hollow = card_body()
+    hollow["deployable_abstraction"].update(
+        corrective_procedure="Try harder.",
+        proposed_content=ChunkContent(
+            title="Be careful", applies_when="Always.", procedure=["Try harder."],
+            verify="Be careful.", avoid="Mistakes.",
+        ).model_dump(),
+    )  # fmt: skip
+    script = [*gold_shortcut(env, failure.task_id),
+              tool_call("submit_failure_card", {"card": hollow}, 99)]  # fmt: skip
+    with recorded_chat_server(script) as (url, _):
+        card = analyst(url).analyze(
+            AnalysisInput(env=env, trajectory=failure, bank=[], round=0, seed=5)
+        )
+    diagnostic = card.privileged_audit["diagnostic_trials"]
+    assert [t["success"] for t in diagnostic] == [True]  # the shortcut did buy the gold item
+    assert card.firewall_findings == []  # nothing for the firewall to catch
+    assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
+    assert "reached R_success = 1" in card.forced_no_proposal_reason
+    assert card.extras["verifying_trial"] is None
+    (trial,) = card.extras["terminal_trials"]
+    assert not trial["success"] and trial["prompt_carries_card"]
 
 
 def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(env, failure):

@@ -143,6 +143,7 @@ def test_planted_effect_rules_backend_finds_the_missing_procedures(registry_url,
             funnel = result.funnel
             assert funnel.all_wrong_groups == groups and funnel.retries == groups
             assert funnel.cards + funnel.deficits + funnel.runtime_errors == groups
+            assert funnel.eligible <= funnel.verified <= funnel.cards  # eligible needs verified
             assert len(result.candidates) <= 6
             record = {"round": round, "bank_size": len(bank.entries),
                       "funnel": funnel.model_dump(), "candidates": [c.title for c in

@@ -1,15 +1,18 @@
-"""The rules failure analyst: diagnosis against gold, live repair, card rules."""
+"""The rules failure analyst: diagnosis against gold, the counterfactual test of the card's own
+repair, card rules."""
 
 import pytest
 
 from services.analyst.cards import finish_card, forced_no_proposal_reason
 from services.analyst.mechanisms import LIBRARY, WORKFLOW, addressed_mechanisms
-from services.analyst.rules_backend import AnalysisInput, analyze, injected
+from services.analyst.rules_backend import AnalysisInput, analyze, injected, proposal_chunk
 from shared.agent.backends.procedural import MECHANISMS, recognised_mechanisms
-from shared.chunks import ChunkContent, render_skill_block
+from shared.agent.prompts import DEFAULT_LAYOUT, get_layout
+from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.hashing import content_hash
 from shared.leak import GoldFacts
 from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
-from tests.analyst.support import entry, failed_traces, library_bank, small_env
+from tests.analyst.support import entry, failed_traces, library_bank, small_env, succeeds_with
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +34,26 @@ def test_every_template_is_followed_by_the_tester_and_names_its_mechanism():
         assert key in addressed_mechanisms(mechanism.template)
 
 
-def test_naive_failure_gets_a_verified_query_card(env, naive_failures):
-    trace = naive_failures[0]
+def block_hash(contents) -> str:
+    """The skill block hash of a default-layout prompt carrying these chunk versions."""
+    layout = get_layout(DEFAULT_LAYOUT)
+    chunks = [InjectedChunk(chunk_id=slug, version=v, content=c) for slug, v, c in contents]
+    block = render_skill_block(chunks, header=layout.skill_header, caveat=layout.skill_caveat)
+    return content_hash(block)
+
+
+@pytest.fixture(scope="module")
+def query_fixed(env, naive_failures):
+    """Naive failures the query chunk alone repairs, and those it alone does not."""
+    query = [proposal_chunk("explicit_query")]
+    fixed = [t for t in naive_failures if succeeds_with(env, t, query)]
+    unfixed = [t for t in naive_failures if not succeeds_with(env, t, query)]
+    assert fixed and unfixed
+    return fixed, unfixed
+
+
+def test_naive_failure_gets_a_query_card_verified_by_its_own_repair(env, query_fixed):
+    trace = query_fixed[0][0]
     card = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=1))
     task = env.task(trace.task_id)
     assert card.outcome == CardOutcome.ADD and card.eligible
@@ -41,12 +62,48 @@ def test_naive_failure_gets_a_verified_query_card(env, naive_failures):
     assert audit["gold_asin"] == task.gold_asin
     assert audit["earliest_divergence"]["step"] == 0
     assert audit["repair_validation_result"] == "terminal success"
-    trials = card.extras["terminal_trials"]
-    assert trials[-1]["success"] and trials[0]["repair"] == ["explicit_query"]
+    (trial,) = card.extras["terminal_trials"]
+    assert trial["success"] and trial["replay_faithful"] and trial["branch_step"] == 0
+    # the verifying trial, as the card records it: the prompt carried the card's own chunk
+    template = LIBRARY["explicit_query"].template
+    assert card.extras["verifying_trial"] == {
+        "branch_step": 0,
+        "prompt_hash": block_hash([("card-proposal", 1, template)]),
+        "agent": "procedural-test-double:live-tester",
+        "seed": 1,
+        "reward": trial["reward"],
+        "termination": "purchase",
+        "outcome": "success",
+    }
     # The deployable part is the library template: no gold reached it.
     assert card.deployable.proposed_content == LIBRARY["explicit_query"].template
     assert card.firewall_findings == []
     assert task.gold_asin not in card.deployable.model_dump_json()
+
+
+def test_a_card_is_verified_by_its_own_repair_alone_not_a_chain(env, query_fixed):
+    # the query chunk alone does not repair these; a chain of further repairs may, but the
+    # card proposes the query chunk only, so it is not verified
+    cards = [
+        analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=1))
+        for trace in query_fixed[1][:4]
+    ]
+    query_cards = [card for card in cards if card.extras.get("mechanism") == "explicit_query"]
+    assert query_cards
+    for card in query_cards:
+        assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
+        assert "reached R_success = 1" in card.forced_no_proposal_reason
+        assert card.extras["verifying_trial"] is None
+        assert len(card.extras["terminal_trials"]) == 1  # one trial: the card's own chunk
+
+
+def test_more_trials_stop_at_the_first_success_and_count_only_the_cards_chunk(env, query_fixed):
+    trace = query_fixed[1][0]
+    card = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=1, trials=3))
+    trials = card.extras["terminal_trials"]
+    assert [t["seed"] for t in trials] == [1, 2, 3][: len(trials)]
+    assert all(t["prompt_carries_card"] for t in trials)
+    assert sum(t["success"] for t in trials) <= 1 and (trials[-1]["success"] or len(trials) == 3)
 
 
 def test_cards_are_deterministic(env, naive_failures):
@@ -69,7 +126,7 @@ def test_later_mechanisms_are_found_once_the_query_is_covered(env):
     assert len(mechanisms - {None}) >= 2
 
 
-def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, naive_failures):
+def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, query_fixed):
     vague = ChunkContent(
         title="Writing the query",
         applies_when="Always.",
@@ -78,13 +135,16 @@ def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, naive_failures
         avoid="Bad queries.",
     )
     bank = [entry(7, vague)]
-    card = analyze(AnalysisInput(env=env, trajectory=naive_failures[0], bank=bank, round=1, seed=1))
+    trace = query_fixed[0][0]
+    card = analyze(AnalysisInput(env=env, trajectory=trace, bank=bank, round=1, seed=1))
     assert card.outcome == CardOutcome.REWRITE
     assert card.deployable.target_chunk_id == 7
+    # the trial's prompt had the new text in the target's slot, not beside the old one
+    (trial, *_) = card.extras["terminal_trials"]
+    template = LIBRARY["explicit_query"].template
+    assert trial["prompt_hash"] == block_hash([("chunk-7", 2, template)])
     cold = analyze(
-        AnalysisInput(
-            env=env, trajectory=naive_failures[0], bank=bank, round=0, seed=1, cold_start=True
-        )
+        AnalysisInput(env=env, trajectory=trace, bank=bank, round=0, seed=1, cold_start=True)
     )
     assert cold.outcome == CardOutcome.ADD  # no REWRITE at cold start
 
@@ -114,9 +174,9 @@ SUCCESS = [{"valid_actions": 3, "success": True}]
 @pytest.mark.parametrize(
     ("outcome", "trials", "target", "cold", "reason"),
     [
-        (CardOutcome.ADD, [{"valid_actions": 0, "success": False}], None, False, "no valid live"),
-        (CardOutcome.ADD, [{"valid_actions": 4, "success": False}], None, False, "no terminal"),
-        (CardOutcome.ADD, [], None, False, "no valid live"),
+        (CardOutcome.ADD, [{"valid_actions": 0, "success": False}], None, False, "no valid"),
+        (CardOutcome.ADD, [{"valid_actions": 4, "success": False}], None, False, "R_success"),
+        (CardOutcome.ADD, [], None, False, "no counterfactual trial"),
         (CardOutcome.REWRITE, SUCCESS, 1, True, "cold start"),
         (CardOutcome.REWRITE, SUCCESS, 99, False, "not an active chunk"),
         (CardOutcome.REWRITE, SUCCESS, 1, False, None),

@@ -75,6 +75,7 @@ def test_smollm2_round_gives_verified_cards_and_clean_candidates(registry_url, t
     assert len(candidates) <= 6
     verified = [c for c in cards if c.eligible]
     assert all(c.extras["successful_counterfactual_trials"] >= 1 for c in verified)
+    assert funnel["verified"] == sum(bool(c.extras.get("verifying_trial")) for c in cards)
     for content in contents:
         for text in (content.title, content.applies_when, *content.procedure, content.verify,
                      content.avoid):  # fmt: skip

@@ -102,6 +102,31 @@ TARGETS: dict[str, Target] = {
         ("services/evaluator/design.py",),
         ("tests/evaluator/test_gate_design.py", "tests/evaluator/test_gate_conformance.py"),
     ),
+    "analyst-cards": Target(
+        ("services/analyst/cards.py", "services/analyst/live.py"),
+        (
+            "tests/analyst/test_rules_backend.py",
+            "tests/analyst/test_counterfactual.py",
+            "tests/analyst/test_llm_backend.py",
+        ),
+    ),
+    "analyst-compiler": Target(
+        ("services/analyst/compiler.py",),
+        ("tests/analyst/test_compiler.py", "tests/analyst/test_llm_compiler.py"),
+    ),
+    "analyst-retry": Target(
+        ("services/analyst/slow_loop.py",),
+        ("tests/analyst/test_retry.py",),
+        ("services.analyst.slow_loop.x_verify_retry*",),
+    ),
+    "analyst-cold-start": Target(
+        ("services/analyst/cold_start.py",),
+        ("tests/analyst/test_cold_start.py",),
+        tuple(
+            f"services.analyst.cold_start.x_{name}*"
+            for name in ("consolidate", "_clusters", "drafts_of", "bare_run_cards", "proposed")
+        ),
+    ),
     "trainer-loss": Target(("services/trainer/loss.py",), ("tests/trainer/test_loss.py",)),
     "trainer-filter": Target(
         ("services/trainer/filtering.py",), ("tests/trainer/test_filtering.py",)

@@ -177,7 +177,7 @@ class ProceduralPolicy:
             except Exception as error:  # a parsing bug fails its episode, not the batch
                 outputs.append(TurnFailure(f"procedural policy: {type(error).__name__}: {error}"))
                 continue
-            outputs.append(_output(action, tools=request.tools is not None))
+            outputs.append(action_output(action, tools=request.tools is not None))
         return outputs
 
     def release(self, key: str) -> None:
@@ -307,7 +307,7 @@ class ProceduralPolicy:
         return (wanted or values or [""])[0]
 
 
-def _output(action: str, *, tools: bool) -> TurnOutput:
+def action_output(action: str, *, tools: bool) -> TurnOutput:
     """The reply as the runtime's protocol expects it: a parsed tool call, or action text."""
     verb, argument = action.split("[", 1)
     argument = argument[:-1]
