@@ -1,0 +1,60 @@
+"""The gate page's coefficient plot as inline SVG geometry: one row per pool column, a dot at
+the coefficient, a whisker over its CI, a line at zero. Drawn on the server: no script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WIDTH, LABEL, ROW, PAD = 760, 230, 24, 16
+
+
+@dataclass(frozen=True)
+class Mark:
+    label: str
+    status: str
+    y: float
+    x: float
+    x_low: float | None
+    x_high: float | None
+
+
+@dataclass(frozen=True)
+class Plot:
+    width: int
+    height: int
+    zero_x: float
+    axis_y: float
+    ticks: list[tuple[float, str]]
+    marks: list[Mark]
+
+
+def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    step = (high - low) / (count - 1)
+    return [low + i * step for i in range(count)]
+
+
+def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | None]]) -> Plot:
+    """`rows` are (label, status, coefficient, ci_low, ci_high) in display order."""
+    values = [0.0] + [v for _, _, c, lo, hi in rows for v in (c, lo, hi) if v is not None]
+    low, high = min(values), max(values)
+    margin = (high - low) * 0.08 or 0.01
+    low, high = low - margin, high + margin
+    span = WIDTH - LABEL - 2 * PAD
+
+    def x(value: float) -> float:
+        return round(LABEL + PAD + (value - low) / (high - low) * span, 1)
+
+    marks = [
+        Mark(
+            label,
+            status,
+            PAD + i * ROW + ROW / 2,
+            x(coef),
+            None if lo is None else x(lo),
+            None if hi is None else x(hi),
+        )
+        for i, (label, status, coef, lo, hi) in enumerate(rows)
+    ]
+    axis_y = PAD + len(rows) * ROW + 4
+    ticks = [(x(t), f"{t:+.3f}") for t in _nice_ticks(low, high)]
+    return Plot(WIDTH, int(axis_y + 28), x(0.0), axis_y, ticks, marks)
