@@ -3,9 +3,10 @@ the coefficient, a whisker over its CI, a line at zero. Drawn on the server: no 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-WIDTH, LABEL, ROW, PAD = 760, 230, 24, 16
+WIDTH, LABEL, ROW, PAD = 760, 230, 24, 28  # PAD keeps the end ticks' labels inside
 
 
 @dataclass(frozen=True)
@@ -24,13 +25,19 @@ class Plot:
     height: int
     zero_x: float
     axis_y: float
+    axis_from: float
+    axis_to: float
     ticks: list[tuple[float, str]]
     marks: list[Mark]
 
 
 def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
-    step = (high - low) / (count - 1)
-    return [low + i * step for i in range(count)]
+    """Round tick values (1, 2 or 5 times a power of ten apart) inside [low, high]."""
+    raw = (high - low) / (count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
 def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | None]]) -> Plot:
@@ -56,5 +63,5 @@ def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | Non
         for i, (label, status, coef, lo, hi) in enumerate(rows)
     ]
     axis_y = PAD + len(rows) * ROW + 4
-    ticks = [(x(t), f"{t:+.3f}") for t in _nice_ticks(low, high)]
-    return Plot(WIDTH, int(axis_y + 28), x(0.0), axis_y, ticks, marks)
+    ticks = [(x(t), f"{t:+.3g}" if abs(t) > 1e-12 else "0") for t in _nice_ticks(low, high)]
+    return Plot(WIDTH, int(axis_y + 28), x(0.0), axis_y, x(low), x(high), ticks, marks)

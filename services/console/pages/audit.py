@@ -11,6 +11,8 @@ from fastapi.responses import Response
 
 from services.console.deps import Login
 from services.console.views import render
+from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import AuditEntryPublic
 
 router = APIRouter()
 PAGE = 50
@@ -27,6 +29,24 @@ def _time(value: str | None, name: str) -> str | None:
         message = f"{name}: expected a date or a date and time, got {value!r}"
         raise HTTPException(422, message) from None
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+def _alias_reasons(registry: RegistryClient, entries: list[AuditEntryPublic]) -> dict[int, str]:
+    """An alias write's reason lives in the alias history (revision by revision), not in the
+    audit entry: join them so the log says why, not only who."""
+    names = {e.object_id for e in entries if e.object_type == "alias"}
+    by_revision = {
+        (name, event.revision): event.reason
+        for name in names
+        for event in registry.alias_history(name)
+    }
+    return {
+        e.id: by_revision[(e.object_id, e.after["revision"])]
+        for e in entries
+        if e.object_type == "alias"
+        and isinstance(e.after, dict)
+        and (e.object_id, e.after.get("revision")) in by_revision
+    }
 
 
 @router.get("/audit")
@@ -56,6 +76,7 @@ def audit_log(
     start = max(end - PAGE, 0)
     entries = registry.audit_page(limit=max(end - start, 1), offset=start, **filters).items
     entries = list(reversed(entries[: end - start]))
+    reasons = _alias_reasons(registry, entries)
     given = {
         "object_type": object_type,
         "object_id": object_id,
@@ -74,4 +95,5 @@ def audit_log(
         pages=max((total + PAGE - 1) // PAGE, 1),
         filters={k: v or "" for k, v in given.items()},
         query=urlencode({k: v for k, v in given.items() if v}),
+        reasons=reasons,
     )
