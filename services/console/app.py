@@ -10,6 +10,7 @@ from urllib.parse import quote
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.console.deps import current_session
@@ -75,6 +76,15 @@ def _install_error_pages(app: FastAPI) -> None:
     async def registry_error(request: Request, error: RegistryError) -> Response:
         status, headline, explanation = describe(error)
         return _error_page(request, status, headline, explanation)
+
+    @app.exception_handler(ValidationError)
+    async def invalid_input(request: Request, error: ValidationError) -> Response:
+        # The registry client checks a request before sending it: the same 422 the registry
+        # would give, naming the field.
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()
+        )
+        return _error_page(request, 422, "The input was not accepted", fields)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:

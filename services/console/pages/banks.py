@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from services.console.deps import Login, WriteForm
@@ -149,6 +149,16 @@ def _reason(form: dict[str, str]) -> str:
     return form.get("reason", "").strip()
 
 
+def _bank_id(form: dict[str, str]) -> int | None:
+    """The form's bank id (None when left empty); 422 when it is not a whole number."""
+    value = form.get("bank_id", "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        raise HTTPException(422, f"bank_id: expected a bank number, got {value!r}")
+    return int(value)
+
+
 def _moved_first(request: Request, session: Session, error: PreconditionFailed, name: str):
     """412: show where the alias points now, so the operator can decide again."""
     status, headline, explanation = describe(error)
@@ -170,7 +180,7 @@ def move_alias(request: Request, session: Login, form: WriteForm, name: str) -> 
     try:
         session.registry.move_alias(
             name,
-            int(form.get("bank_id", "0") or 0),
+            _bank_id(form) or 0,
             reason=_reason(form),
             if_match=form.get("if_match", ""),
         )
@@ -183,10 +193,12 @@ def move_alias(request: Request, session: Login, form: WriteForm, name: str) -> 
 @router.post("/aliases/{name}/rollback")
 def rollback_alias(request: Request, session: Login, form: WriteForm, name: str) -> Response:
     """Roll the alias back to the bank it pointed at before (or the bank named in the form)."""
-    bank_id = int(form["bank_id"]) if form.get("bank_id", "").strip() else None
     try:
         alias = session.registry.rollback_alias(
-            name, reason=_reason(form), bank_id=bank_id, if_match=form.get("if_match") or None
+            name,
+            reason=_reason(form),
+            bank_id=_bank_id(form),
+            if_match=form.get("if_match") or None,
         )
     except PreconditionFailed as error:
         return _moved_first(request, session, error, name)
