@@ -7,7 +7,9 @@ A real registry (SQLite file, or Postgres with --database) and a real console, e
 banks of 10 chunks each (100 banks), each a child of the one before. One user logs in; each
 page is fetched once cold (the console's frozen-bank cache empty for it) and then `--repeat`
 times warm, end to end over HTTP (the console's calls to the registry included). Prints
-median / p90 / max per page and writes them to a JSON file.
+median / p90 / max per page, and the CPU time the console and the registry processes spent per
+warm page (read from /proc: what the page costs, whatever else the machine is doing), and
+writes them to a JSON file.
 
     python benchmarks/console_render.py                       # SQLite, 10 warm fetches a page
     python benchmarks/console_render.py --database postgresql://postgres@127.0.0.1:5432/bench
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -84,7 +87,14 @@ def log_in(console_url: str, token: str) -> httpx.Client:
     return client
 
 
-def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): unlike wall time, it barely
+    moves with other load on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(client: httpx.Client, path: str, repeat: int, pids: dict[str, int]) -> dict[str, float]:
     def fetch() -> float:
         started = time.perf_counter()
         answer = client.get(path)
@@ -93,8 +103,14 @@ def measure(client: httpx.Client, path: str, repeat: int) -> dict[str, float]:
         return elapsed * 1000
 
     cold = fetch()
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     warm = sorted(fetch() for _ in range(repeat))
+    cpu = {
+        f"{name}_cpu_ms": round((cpu_seconds(pid) - before[name]) * 1000 / repeat, 1)
+        for name, pid in pids.items()
+    }
     return {
+        **cpu,
         "cold_ms": round(cold, 1),
         "median_ms": round(statistics.median(warm), 1),
         "p90_ms": round(warm[int(0.9 * (len(warm) - 1))], 1),
@@ -131,6 +147,7 @@ def main() -> None:
         )  # fmt: skip
         console_process.wait_ready()
         client = log_in(console_process.url, tokens["operator"])
+        pids = {"console": console_process.process.pid, "registry": registry_process.process.pid}
         pages = {
             "banks (100 banks, 2 aliases)": "/banks",
             "bank (10 chunks)": f"/banks/{ids['last_bank']}",
@@ -144,14 +161,16 @@ def main() -> None:
         }
         results = {}
         for name, path in pages.items():
-            results[name] = measure(client, path, args.repeat)
+            results[name] = measure(client, path, args.repeat, pids)
             r = results[name]
-            print(f"{name:<32} cold {r['cold_ms']:>7.1f} ms   median {r['median_ms']:>7.1f} ms"
-                  f"   p90 {r['p90_ms']:>7.1f} ms   max {r['max_ms']:>7.1f} ms")  # fmt: skip
+            print(f"{name:<30} cold {r['cold_ms']:>6.1f}  median {r['median_ms']:>6.1f}"
+                  f"  p90 {r['p90_ms']:>6.1f}  max {r['max_ms']:>6.1f} ms   CPU per page:"
+                  f" console {r['console_cpu_ms']:>5.1f},"
+                  f" registry {r['registry_cpu_ms']:>5.1f} ms")  # fmt: skip
         args.out.write_text(json.dumps({
             "registry": "postgres" if args.database else "sqlite",
             "banks": N_BANKS, "chunk_versions": N_CHUNKS * N_VERSIONS + 6,
-            "repeat": args.repeat, "pages": results,
+            "repeat": args.repeat, "load_average": os.getloadavg(), "pages": results,
         }, indent=2))  # fmt: skip
         print(f"figures in {args.out}")
     finally:

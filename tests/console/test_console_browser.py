@@ -18,6 +18,8 @@ from shared.registry_api.client import RegistryClient
 from tests.console.browser import chromium, require_browser, wait_for
 from tests.console.live_console import GOLD_TITLE, live_world
 
+# Chromium, a registry and a console: about a minute in all; .ci/run runs this module itself.
+pytestmark = pytest.mark.slow
 SHOTS = Path(__file__).resolve().parents[2] / "runs" / "console-screenshots"
 REASON = "reviewed in the console: round 2 bank"
 
