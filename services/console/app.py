@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from services.console.deps import current_session
 from services.console.errors import CsrfRefused, NeedLogin, describe
-from services.console.pages import audit, auth, banks, chunks, gates, review
+from services.console.pages import audit, auth, banks, chunks, episodes, gates, review
 from services.console.sessions import SessionStore
 from services.console.settings import ConsoleSettings, get_settings
 from services.console.views import HERE, render
@@ -130,7 +130,7 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
 
     _install_error_pages(app)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-    for page in (auth, banks, chunks, gates, review, audit):
+    for page in (auth, banks, chunks, gates, review, episodes, audit):
         app.include_router(page.router)
 
     @app.get("/healthz", include_in_schema=False)

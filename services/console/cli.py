@@ -66,6 +66,7 @@ def serve(
         return
     with run_registry(run) as (registry_url, operator_token):
         os.environ["CONSOLE_REGISTRY_URL"] = registry_url
+        os.environ.setdefault("CONSOLE_TRACES_DIR", str((run / "analyst").resolve()))
         typer.echo(f"operator token for this run: {operator_token}")
         start()
 

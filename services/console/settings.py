@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
+from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -16,6 +17,9 @@ class ConsoleSettings(BaseSettings):
     registry_url: str = Field("http://127.0.0.1:8000", description="registry base URL")
     evaluator_url: str | None = Field(
         None, description="evaluator base URL; its gate jobs are linked as evidence (read-only)"
+    )
+    traces_dir: Path | None = Field(
+        None, description="trajectory files (the analyst's retry traces) episode replay may read"
     )
     session_ttl_s: int = Field(8 * 3600, ge=60, le=7 * 24 * 3600, description="login lifetime")
     max_sessions: int = Field(1000, ge=1, description="logins held at once (oldest dropped)")

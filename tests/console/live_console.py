@@ -4,7 +4,8 @@ The registry holds `intraskill registry seed-demo`'s history (S0 = bank 1, a rew
 price-check in bank 2 where `production` and `current` point, bank 3 ready to promote, a
 provisional gate) plus a review round written here: two failure cards (one eligible, one
 stopped by the firewall, with a gold-aware privileged audit) and the candidate compiled from
-the first. Every number in it is illustrative fixture data, not a measured result.
+the first, whose all-wrong group points at a retry trajectory file. Every number in it is
+illustrative fixture data, not a measured result.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.registry.seed_demo import Seeded, seed
+from shared.agent.trajectory import Provenance as TraceProvenance
+from shared.agent.trajectory import StepRecord, Trajectory, zero_components
 from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import (
@@ -23,7 +26,11 @@ from shared.registry_api.schemas import (
     CardCreate,
     CardOutcome,
     DeployableAbstraction,
+    EvidenceCreate,
     FirewallFinding,
+    RetryOutcome,
+    Treatment,
+    TreatmentMode,
 )
 from tests.live_servers import live_server
 from tests.operator.live_registry import live_registry
@@ -58,8 +65,44 @@ class World:
     review: Review
 
 
-def add_review_round(registry: RegistryClient, seeded: Seeded) -> Review:
-    """Round 2's slow-loop records: an eligible card, a firewall-blocked one, a candidate."""
+RETRY_ACTIONS = ["search[wireless headphones under 80 dollars]", "click[item 3]", "buy now"]
+
+
+def retry_trace(folder: Path) -> Path:
+    """A full-skill retry's trajectory file, as the analyst writes one (fixture text)."""
+    steps = [
+        StepRecord(turn=i, reply=f"I will {action}", action=action, finish_reason="stop",
+                   generated_tokens=8, observation=f"page after {action}", done=i == 2)
+        for i, action in enumerate(RETRY_ACTIONS)
+    ]  # fmt: skip
+    trajectory = Trajectory(
+        episode_id="retry-val-0007", task_id="val-0007", scored=True, termination="purchase",
+        reward=0.0, components={**zero_components(), "r_type": 1.0, "r_att": 0.5},
+        steps=steps, initial_observation="Search the store", exact_tokens=False,
+        provenance=TraceProvenance(
+            backend="procedural", model_id="procedural (test double)", checkpoint_id="demo-r2",
+            bank_id="2", prompt_version="v", prompt_fingerprint="f", action_protocol="text",
+            skill_renderer="plain", env_version="e", decoding={}, seed=1,
+        ),
+    )  # fmt: skip
+    path = folder / "traces" / "retry-val-0007.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(trajectory.to_json(), encoding="utf-8")
+    return path
+
+
+def add_review_round(registry: RegistryClient, seeded: Seeded, folder: Path) -> Review:
+    """Round 2's slow-loop records: an all-wrong group whose full-skill retry failed (its trace
+    in `folder`), the eligible card it gave, a firewall-blocked card, a candidate."""
+    group = registry.record_all_wrong_group(
+        EvidenceCreate(
+            task_id="val-0007", round=2, step=3, group_index=1, bank_id=seeded.bank_ids[1],
+            checkpoint_id="demo-r2",
+            treatment=Treatment(mode=TreatmentMode.assisted, inclusion=[1, 0, 1, 1, 0]),
+        )
+    )  # fmt: skip
+    trace = retry_trace(folder)
+    registry.settle_retry(group.id, RetryOutcome.failure, trace_uri=trace.as_uri())
     deployable = DeployableAbstraction(
         failure_mechanism="bought with an option axis left at its default",
         applicable_when="the item page lists options",
@@ -72,7 +115,7 @@ def add_review_round(registry: RegistryClient, seeded: Seeded) -> Review:
     eligible = registry.create_card(
         CardCreate(
             round=2, task_id="val-0007", checkpoint_id="demo-r2", outcome=CardOutcome.REWRITE,
-            eligible=True, deployable=deployable,
+            eligible=True, deployable=deployable, evidence_id=group.id,
             privileged_audit={"gold_item_title": GOLD_TITLE, "divergence_step": 4},
             extras={"terminal_trials": [
                 {"repair": ["option-axes"], "reward": 1.0, "success": True,
@@ -107,7 +150,7 @@ def live_world(folder: Path, backend: str = "sqlite") -> Iterator[World]:
     with live_registry(backend, folder) as live:
         with RegistryClient(live.url, live.tokens["operator"]) as registry:
             seeded = seed(registry)
-            review = add_review_round(registry, seeded)
-        env = {"CONSOLE_REGISTRY_URL": live.url}
+            review = add_review_round(registry, seeded, folder)
+        env = {"CONSOLE_REGISTRY_URL": live.url, "CONSOLE_TRACES_DIR": str(folder / "traces")}
         with live_server(["console", "serve"], env, folder / "console.log") as console_url:
             yield World(live.url, console_url, live.tokens, seeded, review)

@@ -16,7 +16,7 @@ import pytest
 from services.registry.seed_demo import CHUNKS, PRICE_CHECK_V2
 from shared.registry_api.client import RegistryClient
 from tests.console.browser import chromium, require_browser, wait_for
-from tests.console.live_console import GOLD_TITLE, live_world
+from tests.console.live_console import GOLD_TITLE, RETRY_ACTIONS, live_world
 
 # Chromium, a registry and a console: about a minute in all; .ci/run runs this module itself.
 pytestmark = pytest.mark.slow
@@ -110,6 +110,11 @@ def test_operator_reviews_a_diff_promotes_and_finds_it_in_the_audit_log(world, t
         driver.get(f"{world.console_url}/cards/{world.review.eligible_card}")
         assert GOLD_TITLE in driver.find_element(By.ID, "privileged-audit").text
         shot(driver, "card")
+        driver.find_element(By.ID, "replay").click()
+        assert wait_for(driver, "turn-0")  # the retry episode, turn by turn
+        actions = texts(driver, ".turn .action")
+        assert actions == RETRY_ACTIONS
+        shot(driver, "episode")
 
         driver.get(f"{world.console_url}/banks/{final}")
         driver.find_element(By.ID, "reason-production").send_keys(REASON)

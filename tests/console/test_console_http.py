@@ -13,6 +13,14 @@ import httpx
 import pytest
 
 from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import (
+    CardCreate,
+    CardOutcome,
+    EvidenceCreate,
+    RetryOutcome,
+    Treatment,
+    TreatmentMode,
+)
 from tests.console.live_console import live_world
 from tests.live_servers import free_port, live_server
 
@@ -149,3 +157,25 @@ def test_audit_log_filters_by_actor_action_and_time(world):
     assert "No entry matches" in client.get("/audit", params={"actor": "nobody"}).text
     assert "No entry matches" not in client.get("/audit", params={"until": "2999-01-01T00:00"}).text
     assert client.get("/audit", params={"since": "yesterday"}).status_code == 422
+
+
+def test_episode_replay_reads_traces_only_under_its_folder(world):
+    client = logged_in(world, "reader")
+    page = client.get(f"/cards/{world.review.eligible_card}/episode")
+    assert page.status_code == 200 and "search[wireless headphones under 80 dollars]" in page.text
+    with RegistryClient(world.registry_url, world.tokens["operator"]) as registry:
+        group = registry.record_all_wrong_group(
+            EvidenceCreate(
+                task_id="val-0099", round=2, step=4, group_index=0, bank_id=2,
+                checkpoint_id="demo-r2", treatment=Treatment(mode=TreatmentMode.skill_free,
+                                                             inclusion=[]),
+            )
+        )  # fmt: skip
+        registry.settle_retry(group.id, RetryOutcome.failure, trace_uri="file:///etc/passwd")
+        card = registry.create_card(
+            CardCreate(round=2, task_id="val-0099", outcome=CardOutcome.NO_PROPOSAL,
+                       eligible=False, evidence_id=group.id)
+        )  # fmt: skip
+    outside = client.get(f"/cards/{card.id}/episode")
+    assert outside.status_code == 404 and "not under the console's traces folder" in outside.text
+    assert "root:" not in outside.text
