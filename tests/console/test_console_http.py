@@ -168,7 +168,7 @@ def test_episode_replay_reads_traces_only_under_its_folder(world):
             EvidenceCreate(
                 task_id="val-0099", round=2, step=4, group_index=0, bank_id=2,
                 checkpoint_id="demo-r2", treatment=Treatment(mode=TreatmentMode.skill_free,
-                                                             inclusion=[]),
+                                                             inclusion=[0] * 5),
             )
         )  # fmt: skip
         registry.settle_retry(group.id, RetryOutcome.failure, trace_uri="file:///etc/passwd")
@@ -177,5 +177,14 @@ def test_episode_replay_reads_traces_only_under_its_folder(world):
                        eligible=False, evidence_id=group.id)
         )  # fmt: skip
     outside = client.get(f"/cards/{card.id}/episode")
-    assert outside.status_code == 404 and "not under the console's traces folder" in outside.text
+    assert outside.status_code == 404 and "is not under the console" in outside.text
     assert "root:" not in outside.text
+
+
+def test_write_controls_are_drawn_for_operators_only(world):
+    final = world.seeded.bank_ids[-1]
+    for role, drawn in (("reader", False), ("evaluator", False), ("operator", True)):
+        client = logged_in(world, role)
+        pages = client.get(f"/banks/{final}").text + client.get("/banks").text
+        assert ('action="/aliases/' in pages) is drawn, role
+        assert (f'action="/banks/{final}/retire"' in pages) is drawn, role
