@@ -9,9 +9,17 @@ from dataclasses import dataclass
 WIDTH, LABEL, ROW, PAD = 760, 230, 24, 28  # PAD keeps the end ticks' labels inside
 
 
+MAX_LABEL = 32  # characters that fit the label column at 12 px
+
+
+def _short(label: str) -> str:
+    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+
+
 @dataclass(frozen=True)
 class Mark:
     label: str
+    full_label: str
     status: str
     y: float
     x: float
@@ -31,7 +39,7 @@ class Plot:
     marks: list[Mark]
 
 
-def _nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+def _nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
     """Round tick values (1, 2 or 5 times a power of ten apart) inside [low, high]."""
     raw = (high - low) / (count - 1)
     power = 10 ** math.floor(math.log10(raw))
@@ -53,6 +61,7 @@ def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | Non
 
     marks = [
         Mark(
+            _short(label),
             label,
             status,
             PAD + i * ROW + ROW / 2,
