@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("shared.agent.cli", "agent runtime: models, rollouts"),
     "train": ("services.trainer.cli", "GRPO training with the skill bank"),
     "analyst": ("services.analyst.cli", "slow loop: failure analysis and candidates"),
+    "console": ("services.console.cli", "operator console: banks, gates, review, audit (web)"),
     "demo": ("shared.demo.cli", "the whole system end to end on this machine, in one command"),
     "report": ("shared.report.cli", "a run's report: plots, gates, bank lineage, test table"),
     "bank": ("shared.operator.bank_cli", "operator: show, diff, history, rollback, promote banks"),

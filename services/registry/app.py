@@ -28,6 +28,7 @@ from services.registry.db import (
     make_session_factory,
     make_write_engine,
 )
+from services.registry.deps import Reader
 from services.registry.errors import ServiceUnavailable, install_error_handlers
 from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
@@ -133,6 +134,11 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers (no database round trip)."""
         return {"status": "ok"}
+
+    @app.get("/v1/whoami", tags=["meta"])
+    async def whoami(principal: Reader) -> dict[str, str]:
+        """The token's actor name and role, so a client can show only what that role may do."""
+        return {"name": principal.name, "role": principal.role.value}
 
     @app.get(
         "/readyz",

@@ -140,6 +140,8 @@ def print_summary(summary: dict[str, Any], console: Console, minutes: float) -> 
     if phases:
         console.print(f"minutes per phase: {phases}")
     console.print(f"report: {summary['report']}  (and summary.json, report.md beside it)")
+    run_dir = Path(summary["report"]).parent
+    console.print(f"console: intraskill console serve --run {run_dir}  -> http://127.0.0.1:8300")
 
 
 def main(argv: list[str]) -> int:

@@ -493,6 +493,14 @@ class RegistryClient(RetryingClient):
             self._all(f"/v1/gates/{run_id}/observations", ObservationPublic, task_id=task_id)
         )
 
+    def observations_page(
+        self, run_id: int, *, limit: int = 100, offset: int = 0
+    ) -> Page[ObservationPublic]:
+        """One page of a gate run's raw observations (for reading, not re-fitting)."""
+        return self._page(
+            f"/v1/gates/{run_id}/observations", ObservationPublic, limit=limit, offset=offset
+        )
+
     def post_decision(
         self, run_id: int, decision: DecisionCreate | Mapping[str, Any]
     ) -> DecisionPublic:
@@ -600,7 +608,18 @@ class RegistryClient(RetryingClient):
         """All-wrong groups filtered by round / checkpoint_id / retry_outcome / task_id."""
         return list(self._all("/v1/evidence", EvidencePublic, **filters))
 
-    # ------------------------------------------------------------ audit
+    # ------------------------------------------------------------ audit and identity
+
+    def whoami(self) -> dict[str, str]:
+        """The token's actor `name` and `role` (AuthError if the registry refuses it)."""
+        return self.request("GET", "/v1/whoami").json()
+
+    def audit_page(
+        self, *, limit: int = 50, offset: int = 0, **filters: Any
+    ) -> Page[AuditEntryPublic]:
+        """One page of audit entries, oldest first, filtered by object_type / object_id / actor
+        / action / since / until (ISO 8601 times)."""
+        return self._page("/v1/audit", AuditEntryPublic, limit=limit, offset=offset, **filters)
 
     def audit_log(self, **filters: Any) -> list[AuditEntryPublic]:
         """Audit entries filtered by object_type / object_id / actor / action."""

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((ROOT / "deploy" / "docker").glob("*.Dockerfile"))
-SERVICES = {"registry", "evaluator", "analyst", "trainer"}
+SERVICES = {"registry", "evaluator", "analyst", "trainer", "console"}
 hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which(
     "hadolint"
 )

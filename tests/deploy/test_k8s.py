@@ -120,6 +120,8 @@ def test_the_trees_hold_what_the_design_lists(trees) -> None:
         ("Service", "evaluator"),
         ("Deployment", "analyst"),
         ("Service", "analyst"),
+        ("Deployment", "console"),
+        ("Service", "console"),
         ("Job", "trainer"),
         ("PersistentVolumeClaim", "checkpoints"),
         ("StatefulSet", "vllm-rollout"),
@@ -258,7 +260,7 @@ def reaches(policies: list[dict], source: dict[str, str], target: dict[str, str]
 
 def test_network_paths_are_exactly_the_designed_ones(trees) -> None:
     policies = list(of_kind(trees["base"], "NetworkPolicy").values())
-    apps = ["registry", "evaluator", "analyst", "trainer", "vllm-rollout", "vllm-eval"]
+    apps = ["registry", "evaluator", "analyst", "trainer", "vllm-rollout", "vllm-eval", "console"]
     labels = {
         app: next(
             labels
@@ -269,18 +271,21 @@ def test_network_paths_are_exactly_the_designed_ones(trees) -> None:
         for app in apps
     }
     allowed = {  # from the design: who may call whom
-        "registry": {"trainer", "evaluator", "analyst"},
+        "registry": {"trainer", "evaluator", "analyst", "console"},
         "vllm-rollout": {"trainer", "evaluator"},
         "vllm-eval": {"trainer", "evaluator"},
-        "evaluator": {"trainer", "analyst"},
+        "evaluator": {"trainer", "analyst", "console"},
         "analyst": {"trainer"},
         "trainer": set(),
+        "console": set(),  # only the operators' ingress namespace
     }
     for target, sources in allowed.items():
         reached = {s for s in apps if s != target and reaches(policies, labels[s], labels[target])}
         assert reached == sources, target
     operator = next(p for p in policies if p["metadata"]["name"] == "registry-ingress")
     assert any("namespaceSelector" in peer for peer in operator["spec"]["ingress"][0]["from"])
+    console = next(p for p in policies if p["metadata"]["name"] == "console-ingress")
+    assert any("namespaceSelector" in peer for peer in console["spec"]["ingress"][0]["from"])
 
 
 def options_from_args(args: list[str]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, select
@@ -27,6 +28,8 @@ def list_entries(
     object_id: str | None,
     actor: str | None,
     action: str | None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     limit: int,
     offset: int,
 ) -> tuple[Sequence[AuditEntry], int]:
@@ -39,6 +42,10 @@ def list_entries(
         filters.append(AuditEntry.actor == actor)
     if action is not None:
         filters.append(AuditEntry.action == action)
+    if since is not None:
+        filters.append(AuditEntry.at >= since)
+    if until is not None:
+        filters.append(AuditEntry.at < until)
     total = session.execute(
         select(func.count()).select_from(AuditEntry).where(*filters)
     ).scalar_one()

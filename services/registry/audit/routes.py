@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
 
 from services.registry.audit import service
 from services.registry.deps import Pagination, Reader, SessionDep
@@ -23,6 +24,8 @@ async def list_audit(
     object_id: Annotated[str | None, Query(max_length=64)] = None,
     actor: Annotated[str | None, Query(max_length=64)] = None,
     action: Annotated[str | None, Query(max_length=64)] = None,
+    since: Annotated[AwareDatetime | None, Query(description="at or after (ISO 8601)")] = None,
+    until: Annotated[AwareDatetime | None, Query(description="before (ISO 8601)")] = None,
 ) -> Page[AuditEntryPublic]:
     """Every write, oldest first: actor, role, action, object, before/after, time."""
     return await run_read(
@@ -32,6 +35,8 @@ async def list_audit(
         object_id=object_id,
         actor=actor,
         action=action,
+        since=since,
+        until=until,
         limit=paging.limit,
         offset=paging.offset,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -54,16 +55,20 @@ def list_entries(
     object_id: str | None,
     actor: str | None,
     action: str | None,
+    since: datetime | None = None,
+    until: datetime | None = None,
     limit: int,
     offset: int,
 ) -> Page[AuditEntryPublic]:
-    """Audit entries, oldest first, filtered."""
+    """Audit entries, oldest first, filtered (`since` inclusive, `until` exclusive)."""
     rows, total = repository.list_entries(
         session,
         object_type=object_type,
         object_id=object_id,
         actor=actor,
         action=action,
+        since=since,
+        until=until,
         limit=limit,
         offset=offset,
     )

@@ -1,0 +1,97 @@
+"""Chunk: every version with the diff from the one before, its lineage (cards, candidate, the
+gates that tested it and what they decided), and the aliases whose bank holds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from services.console.deps import Login
+from services.console.diffing import FieldDiff, chunk_diff
+from services.console.views import render
+from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import (
+    BankEntryPublic,
+    ChunkVersionPublic,
+    DecisionRowPublic,
+    GateRunPublic,
+)
+
+router = APIRouter()
+PAGE = 100
+
+
+@dataclass(frozen=True)
+class Verdict:
+    gate: GateRunPublic
+    row: DecisionRowPublic
+    provisional: bool
+
+
+@dataclass(frozen=True)
+class VersionView:
+    version: ChunkVersionPublic
+    diff: list[FieldDiff]  # against the version before (the first: against nothing)
+    verdicts: list[Verdict]
+
+
+@dataclass(frozen=True)
+class ActiveIn:
+    alias: str
+    bank_id: int
+    entry: BankEntryPublic
+
+
+@router.get("/chunks")
+def chunks_index(
+    request: Request, session: Login, offset: Annotated[int, Query(ge=0)] = 0
+) -> Response:
+    page = session.registry.list_chunks(limit=PAGE, offset=offset)
+    return render(request, "chunks.html", session, page=page)
+
+
+def _verdicts(registry: RegistryClient, version_ids: set[int]) -> dict[int, list[Verdict]]:
+    """Each version's rows in the decisions of the gates whose pool held it."""
+    found: dict[int, list[Verdict]] = {vid: [] for vid in version_ids}
+    for gate in registry.list_gate_runs():
+        pooled = {column.chunk_version_id for column in gate.candidate_pool.columns}
+        if gate.decision_id is None or not pooled & version_ids:
+            continue
+        decision = registry.get_decision(gate.decision_id)
+        for row in decision.rows:
+            if row.chunk_version_id in version_ids:
+                found[row.chunk_version_id].append(Verdict(gate, row, decision.provisional))
+    return found
+
+
+def _active_in(registry: RegistryClient, chunk_id: int) -> list[ActiveIn]:
+    """The aliases whose bank holds a version of this chunk, with that entry."""
+    active = []
+    for alias in registry.list_aliases():
+        for entry in registry.get_bank(alias.bank_id).entries:
+            if entry.chunk_id == chunk_id:
+                active.append(ActiveIn(alias.name, alias.bank_id, entry))
+    return active
+
+
+@router.get("/chunks/{chunk_id}")
+def chunk_page(request: Request, session: Login, chunk_id: int) -> Response:
+    registry = session.registry
+    chunk = registry.get_chunk(chunk_id)
+    versions = registry.chunk_history(chunk_id)
+    verdicts = _verdicts(registry, {v.id for v in versions})
+    views = [
+        VersionView(v, chunk_diff(before.content if before else None, v.content), verdicts[v.id])
+        for before, v in zip([None, *versions[:-1]], versions, strict=True)
+    ]
+    return render(
+        request,
+        "chunk.html",
+        session,
+        chunk=chunk,
+        views=list(reversed(views)),
+        active=_active_in(registry, chunk_id),
+    )
