@@ -41,6 +41,7 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from services.trainer.ablations import admitted_entries, unmasked
 from services.trainer.config import TrainerConfig
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from services.trainer.local_stack import LocalStack, StackError
@@ -145,6 +146,8 @@ def curriculum_from_bank(
     state = CurriculumState(
         bank_id=bank.id, bank_hash=bank.content_hash, q=bank.q, seed=config.seed, chunks=chunks
     )
+    if not config.mask:
+        state = unmasked(state)
     injected = [
         InjectedChunk(chunk_id=e.slug, version=e.version, content=e.content) for e in entries
     ]
@@ -325,6 +328,7 @@ class Run:
                 "checkpoint_dir": None,
             }
             self.save_state(state)
+            self.record_validation()
         else:
             self.console.print(
                 f"[bold]resuming[/] {self.run_id}: round {state['round']} ({state['phase']}), "
@@ -343,6 +347,25 @@ class Run:
         self.record["finished"] = True
         self.save_record()
         return self.record
+
+    def record_validation(self) -> None:
+        """The validation design in run.json: policy, pool and the held-out confirmation tasks."""
+        from services.trainer.validation import confirmation_task_ids
+
+        gate = self.config.gate
+        self.record["validation"] = {
+            "val_policy": gate.val_policy,
+            "pool": self.config.validation_pool,
+            "confirmation_task_ids": confirmation_task_ids(self.config, self.val_task_ids())
+            if gate.confirm_tasks
+            else [],
+        }
+        self.save_record()
+
+    def val_task_ids(self) -> list[str]:
+        from shared.shopsim.env import ShopEnv
+
+        return list(ShopEnv.from_preset(self.config.env_preset).task_ids("val"))
 
     def load_policy(self, state: dict[str, Any]):
         from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
@@ -514,7 +537,11 @@ class Run:
                 "registry", self.record["services"]["registry"], error, "intraskill registry serve"
             ) from None
         self.save_checkpoint(state, policy, round_index)
-        self.record_evidence(state, round_index, all_wrong)
+        if config.skill_loop:
+            self.record_evidence(state, round_index, all_wrong)
+        else:  # an ablation without the slow loop: counted, never analysed
+            self.round_record(round_index).update(all_wrong_groups=len(all_wrong))
+            self.save_record()
         state["phase"] = "compile"
         self.save_state(state)
 
@@ -640,6 +667,9 @@ class Run:
         from shared.analyst_api.client import AnalystError
 
         round_index, record = state["round"], self.round_record(state["round"])
+        if not self.config.skill_loop:
+            self.keep_bank_without_gate(state, record, reason="skill loop off (ablation)")
+            return
         backend = {"model": "transformers", "simulated": "simulated", "procedural": "procedural"}[
             self.config.policy
         ]
@@ -685,6 +715,12 @@ class Run:
         if not record.get("candidate_ids") and not self.pin_bank(state["bank_id"], None).entries:
             self.keep_bank_without_gate(state, record)
             return
+        if config.gate.admit == "all":
+            if record.get("candidate_ids"):
+                self.admit_without_gate(state, record)
+            else:
+                self.keep_bank_without_gate(state, record, reason="no candidate to admit")
+            return
         try:
             job_id = record.get("gate_job_id")
             job = self._known_gate_job(job_id)
@@ -729,6 +765,53 @@ class Run:
         state.update(round=round_index + 1, phase="train", bank_id=next_bank or state["bank_id"])
         self.save_state(state)
 
+    def admit_without_gate(self, state: dict[str, Any], record: dict[str, Any]) -> None:
+        """The no-gate ablation: every candidate joins the bank untested (operator rights:
+        creating a bank and moving an alias is the gate's or an operator's act)."""
+        round_index = state["round"]
+        token = os.environ.get("TRAINER_OPERATOR_TOKEN") or (
+            None if self.urls.registry else self.stack.tokens()["operator"]
+        )
+        if not token:
+            raise RunError("gate.admit = 'all' needs TRAINER_OPERATOR_TOKEN (operator role)")
+        operator = RegistryClient(self.record["services"]["registry"], token)
+        try:
+            bank = self.pin_bank(state["bank_id"], None)
+            candidates = [operator.get_candidate(i) for i in record.get("candidate_ids", [])]
+            key = f"{self.run_id}:admit-all:{round_index}"
+            new = operator.create_bank(
+                admitted_entries(bank, candidates, self.config),
+                q=bank.q,
+                round=round_index + 1,
+                parent_bank_id=bank.id,
+                note=f"no-gate ablation: {len(candidates)} candidates admitted untested",
+                idempotency_key=key,
+            )
+            if operator.bank_summary(new.id).status.value == "draft":
+                operator.freeze_bank(new.id, idempotency_key=f"{key}:freeze")
+            self.point_alias(operator, new.id, f"no-gate ablation, round {round_index}")
+        finally:
+            operator.close()
+        record.update(
+            gate_status="skipped: admitted without a gate (ablation)",
+            next_bank_id=new.id,
+            adopted=True,
+            admitted_untested=[c.id for c in candidates],
+        )
+        self.save_record()
+        state.update(round=round_index + 1, phase="train", bank_id=new.id)
+        self.save_state(state)
+
+    def point_alias(self, operator: RegistryClient, bank_id: int, reason: str) -> None:
+        alias = self.config.gate.alias
+        try:
+            current = operator.get_alias(alias)
+        except NotFound:
+            operator.create_alias(alias, bank_id, reason=reason)
+            return
+        if current.bank_id != bank_id:
+            operator.move_alias(alias, bank_id, reason=reason, if_match=current.etag)
+
     def submit_gate(self, state: dict[str, Any], record: dict[str, Any]) -> dict[str, Any] | None:
         """Submit the round's gate; None when no mask seed tried gives an identifiable design.
 
@@ -747,6 +830,12 @@ class Run:
             "budget": gate.budget,
             "move_alias": True,
         }
+        if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
+            from services.trainer.validation import gate_task_ids
+
+            task_ids = gate_task_ids(self.config, self.val_task_ids(), state["round"])
+            body = {**body, "task_ids": task_ids, "n_tasks": None}
+            record["val_task_ids"] = task_ids
         for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
             try:
                 job = self.evaluator.submit_gate({**body, "mask_seed": mask_seed})
