@@ -118,3 +118,49 @@ def test_every_arm_with_two_seeds_through_the_procedural_double(tmp_path):
     )
     assert redraw.returncode == 0, redraw.stderr
     assert (out / "figures" / "banks.png").is_file()
+
+
+@pytest.mark.slow
+def test_rotated_gates_and_the_confirmation_step(tmp_path):
+    """gate.val_policy = rotate: each round's gate on its own disjoint validation tasks (the
+    registry's observations say which); the final bank measured once on held-out tasks."""
+    import sqlite3
+    import tomllib
+
+    import tomli_w
+
+    config = tomllib.loads((HERE / "experiment-tiny.toml").read_text())
+    config["gate"] |= {"val_tasks": 8, "val_policy": "rotate", "val_pool": 16, "confirm_tasks": 4}
+    path = tmp_path / "rotate.toml"
+    path.write_text(tomli_w.dumps(config))
+    out = tmp_path / "exp"
+    argv = command(out)
+    argv[argv.index("--config") + 1] = str(path)
+    argv[argv.index("--arms") + 1] = "intraskill"
+    argv[argv.index("--seeds") + 1] = "1"
+    done = subprocess.run(
+        argv, cwd=REPO, env=environment(), capture_output=True, text=True, timeout=3600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    record = json.loads((out / "runs" / "intraskill-seed0" / "train" / "run.json").read_text())
+    confirm = record["validation"]["confirmation_task_ids"]
+    rounds = [r.get("val_task_ids") or [] for r in record["rounds"] if r.get("gate_run_id")]
+    assert rounds and all(len(ids) == 8 for ids in rounds)
+    used = [t for ids in rounds for t in ids]
+    assert len(set(used)) == len(used)  # disjoint across rounds
+    assert len(confirm) == 4 and not set(confirm) & set(used)
+    with sqlite3.connect(out / "registry.sqlite") as db:
+        for r in record["rounds"]:
+            if r.get("gate_run_id"):
+                rows = db.execute(
+                    "SELECT DISTINCT task_id FROM gate_observations WHERE gate_run_id = ?",
+                    (r["gate_run_id"],),
+                )
+                assert {row[0] for row in rows} == set(r["val_task_ids"])
+
+    comparison = json.loads((out / "comparison.json").read_text())
+    [row] = comparison["confirmation"]
+    assert row["val_policy"] == "rotate" and row["n_tasks"] == 4
+    assert set(row["confirmation"]) == {"estimate", "low", "high"}
+    assert "Gate estimate vs confirmation" in (out / "comparison.md").read_text()
