@@ -29,11 +29,13 @@ METRICS = (Metric("r_success", "r_success"), Metric("r_strict", "r_strict"))
 POLICIES = ("bank", "bare")  # each final checkpoint with its final bank, and without any
 
 
-def arm_fingerprint(config: Mapping[str, Any]) -> str:
-    """What the arm is, whatever the seed: its effective config without the run's seed and alias."""
+def arm_fingerprint(config: Mapping[str, Any], initial_bank_hash: str | None) -> str:
+    """What the arm is, whatever the seed: its effective config without the run's seed and
+    alias, and the content hash of the bank it starts from (grpo and fixed-s0 share a config
+    and differ only there)."""
     shared = {key: value for key, value in config.items() if key != "seed"}
     shared["gate"] = {k: v for k, v in (config.get("gate") or {}).items() if k != "alias"}
-    return content_hash(shared)
+    return content_hash({"config": shared, "initial_bank_hash": initial_bank_hash})
 
 
 def run_facts(spec, record: Mapping[str, Any], folder: Path, registry) -> dict[str, Any]:
@@ -75,7 +77,8 @@ def run_facts(spec, record: Mapping[str, Any], folder: Path, registry) -> dict[s
         "seed": spec.seed,
         "conditions": {"bank": spec.bank, "bare": spec.bare},
         "effective_config": record["config"],
-        "fingerprint": arm_fingerprint(record["config"]),
+        "initial_bank_hash": record["rounds"][0].get("bank_hash"),
+        "fingerprint": arm_fingerprint(record["config"], record["rounds"][0].get("bank_hash")),
         "final": {
             "checkpoint_id": record["rounds"][-1]["checkpoint_id"],
             "bank_id": final_bank,
@@ -149,6 +152,7 @@ def build_comparison(
             "initial_bank": arm.initial_bank,
             "initial_q": arm.q,
             "fingerprint": fingerprints[0] if len(fingerprints) == 1 else fingerprints,
+            "initial_bank_hash": members[0].get("initial_bank_hash"),
             "effective_config": {
                 k: v for k, v in members[0]["effective_config"].items() if k != "seed"
             },

@@ -61,8 +61,11 @@ def test_the_fingerprint_names_the_arm_not_the_seed():
     one = arm("no-mask").config(BASE) | {"seed": 1}
     two = arm("no-mask").config(BASE) | {"seed": 2}
     two["gate"] = {**two["gate"], "alias": "exp-no-mask-s1"}
-    assert arm_fingerprint(one) == arm_fingerprint(two)
-    assert arm_fingerprint(one) != arm_fingerprint(arm("intraskill").config(BASE))
+    assert arm_fingerprint(one, "s0") == arm_fingerprint(two, "s0")
+    assert arm_fingerprint(one, "s0") != arm_fingerprint(arm("intraskill").config(BASE), "s0")
+    # grpo and fixed-s0 share a trainer config: their initial banks tell them apart
+    grpo, fixed = arm("grpo").config(BASE), arm("fixed-s0").config(BASE)
+    assert grpo == fixed and arm_fingerprint(grpo, "empty") != arm_fingerprint(fixed, "s0")
 
 
 def test_gpu_hours_follow_the_reference_step_times():
