@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyst": ("services.analyst.cli", "slow loop: failure analysis and candidates"),
     "console": ("services.console.cli", "operator console: banks, gates, review, audit (web)"),
     "demo": ("shared.demo.cli", "the whole system end to end on this machine, in one command"),
+    "experiment": ("shared.experiment.cli", "ablation arms x seeds, compared on the same tasks"),
     "report": ("shared.report.cli", "a run's report: plots, gates, bank lineage, test table"),
     "bank": ("shared.operator.bank_cli", "operator: show, diff, history, rollback, promote banks"),
     "chunk": ("shared.operator.chunk_cli", "operator: show a chunk and its version history"),

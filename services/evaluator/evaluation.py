@@ -9,6 +9,12 @@ default, each (comparison, metric) with its own seed derived from the base seed.
 
 The statistics (`task_table`, `paired_bootstrap`, `evaluation_report`, `plot_report`) are pure
 and take rollout records; `eval_job` runs the rollouts.
+
+The noise floor: conditions identical by construction (same checkpoint, same injected chunks,
+same sampling index) are rolled out once; the others are reported with `identical_to` and their
+comparisons as `identical_by_construction`. A condition with another `sample` index is the same
+condition under other sampling seeds: an A/A comparison against it shows the sampling noise of
+the task set beside every real difference.
 """
 
 from __future__ import annotations
@@ -30,10 +36,14 @@ from services.evaluator.pairing import (
     completed_record,
 )
 from shared.chunks import InjectedChunk
-from shared.hashing import hash_key
+from shared.paired_bootstrap import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Metric,
+    derived_seed,
+    paired_bootstrap,
+)
 
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 20260901
 PAPER_CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
 # What every condition shares; checkpoint and model differ between base and trained by design.
 IDENTITY_SHARED_ACROSS_CONDITIONS = (
@@ -55,25 +65,6 @@ PAPER_COMPARISONS: tuple[tuple[str, str], ...] = (
 FIELDS = (*COMPONENTS, "steps", "protocol_errors", "generated_tokens")
 
 
-@dataclass(frozen=True)
-class Metric:
-    """A condition-level number: the mean of `numerator`, or sum(numerator) / sum(denominator)."""
-
-    name: str
-    numerator: str
-    denominator: str | None = None
-
-    def value(self, columns: Mapping[str, np.ndarray], index: np.ndarray | None = None) -> Any:
-        top = columns[self.numerator] if index is None else columns[self.numerator][index]
-        if self.denominator is None:
-            return top.mean(axis=-1)
-        bottom = columns[self.denominator] if index is None else columns[self.denominator][index]
-        total = bottom.sum(axis=-1)
-        return np.divide(
-            top.sum(axis=-1), total, out=np.zeros_like(total, dtype=float), where=total > 0
-        )
-
-
 METRICS: tuple[Metric, ...] = (
     *(Metric(name, name) for name in COMPONENTS),
     Metric("steps", "steps"),
@@ -90,7 +81,8 @@ class Condition:
     """A checkpoint, and the bank whose every chunk is injected (none: bare).
 
     `chunk_ids` ("slug@version", bank order) is derived from `chunks`; a report rebuilt from
-    stored records gives the ids alone.
+    stored records gives the ids alone. `sample` indexes the sampling seeds (episode seeds are
+    derived from task and sample): the same condition with another sample is an A/A control.
     """
 
     name: str
@@ -98,6 +90,7 @@ class Condition:
     chunks: tuple[InjectedChunk, ...] = ()
     bank_id: int | None = None
     chunk_ids: tuple[str, ...] = ()
+    sample: int = 0
 
     def __post_init__(self) -> None:
         derived = tuple(f"{chunk.chunk_id}@{chunk.version}" for chunk in self.chunks)
@@ -110,12 +103,18 @@ class Condition:
     def included(self) -> tuple[str, ...]:
         return self.chunk_ids
 
+    @property
+    def rollout_key(self) -> tuple[str, tuple[str, ...], int]:
+        """What decides its rollouts: two conditions with one key are one condition."""
+        return (self.checkpoint_id, self.chunk_ids, self.sample)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "checkpoint_id": self.checkpoint_id,
             "bank_id": self.bank_id,
             "chunk_ids": list(self.chunk_ids),
+            "sample": self.sample,
         }
 
     @classmethod
@@ -125,7 +124,20 @@ class Condition:
             checkpoint_id=str(data["checkpoint_id"]),
             bank_id=data.get("bank_id"),
             chunk_ids=tuple(data.get("chunk_ids") or ()),
+            sample=int(data.get("sample") or 0),
         )
+
+
+def identical_conditions(conditions: Sequence[Condition]) -> dict[str, str]:
+    """Each condition's name -> the first condition with the same rollout key (itself if none)."""
+    first: dict[tuple, str] = {}
+    return {c.name: first.setdefault(c.rollout_key, c.name) for c in conditions}
+
+
+def distinct_conditions(conditions: Sequence[Condition]) -> list[Condition]:
+    """The conditions that need rollouts of their own (identical ones are rolled out once)."""
+    canonical = identical_conditions(conditions)
+    return [c for c in conditions if canonical[c.name] == c.name]
 
 
 @dataclass
@@ -209,33 +221,6 @@ def _field(record: RolloutRecord, name: str) -> float:
     return float(getattr(record, name))
 
 
-def derived_seed(seed: int, *parts: object) -> int:
-    """A per-(comparison, metric) seed: the first 8 bytes of sha256("{seed}:{parts...}")."""
-    return int.from_bytes(hash_key(seed, *parts)[:8], "big")
-
-
-def paired_bootstrap(
-    a: Mapping[str, np.ndarray],
-    b: Mapping[str, np.ndarray],
-    metric: Metric,
-    *,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    level: float = 0.95,
-) -> dict[str, float]:
-    """metric(a) - metric(b) with a task-paired percentile bootstrap interval."""
-    n = len(next(iter(a.values())))
-    if n == 0:
-        raise ValueError("no paired tasks to compare")
-    estimate = float(metric.value(a) - metric.value(b))
-    rng = np.random.default_rng(seed)
-    index = rng.integers(0, n, size=(resamples, n))
-    draws = metric.value(a, index) - metric.value(b, index)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return {"estimate": estimate, "low": float(low), "high": float(high)}
-
-
 def flips(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> dict[str, int]:
     """Tasks whose success changed from b to a."""
     sa, sb = a["r_success"] > 0.5, b["r_success"] > 0.5
@@ -256,11 +241,15 @@ def evaluation_report(
     names = [c.name for c in conditions]
     if comparisons is None:
         comparisons = [pair for pair in PAPER_COMPARISONS if set(pair) <= set(names)]
+        comparisons += [pair for pair in [aa_comparison(conditions)] if pair is not None]
     for a, b in comparisons:
         for name in (a, b):
             if name not in names:
                 raise ValueError(f"comparison names unknown condition {name!r}")
-    table = task_table(records, conditions, task_ids)
+    canonical = identical_conditions(conditions)
+    table = task_table(records, distinct_conditions(conditions), task_ids)
+    for name, same in canonical.items():
+        table.columns[name] = table.columns[same]
     report: dict[str, Any] = {
         "n_tasks": len(table.task_ids),
         "requested_tasks": len(task_ids),
@@ -276,8 +265,18 @@ def evaluation_report(
             "checkpoint_id": condition.checkpoint_id,
             "bank_id": condition.bank_id,
             "chunks": list(condition.included),
+            "sample": condition.sample,
+            "identical_to": _other(canonical[condition.name], condition.name),
             "metrics": {m.name: float(m.value(columns)) for m in METRICS} if table.task_ids else {},
         }
+    # per task, so arms evaluated here can be compared by task elsewhere (`intraskill experiment`)
+    report["per_task"] = {
+        "task_ids": list(table.task_ids),
+        "columns": {
+            c.name: {name: table.columns[c.name][name].tolist() for name in FIELDS}
+            for c in conditions
+        },
+    }
     if not table.task_ids:
         return report
     for a, b in comparisons:
@@ -296,11 +295,37 @@ def evaluation_report(
             {
                 "a": a,
                 "b": b,
+                "kind": comparison_kind(conditions, a, b),
                 "differences": differences,
                 "flips": flips(table.columns[a], table.columns[b]),
             }
         )
     return report
+
+
+def _other(name: str, own: str) -> str | None:
+    return None if name == own else name
+
+
+def comparison_kind(conditions: Sequence[Condition], a: str, b: str) -> str:
+    """identical (one condition by construction: the difference is 0 by definition), A/A (one
+    condition, other sampling seeds: the noise floor) or contrast (a real difference)."""
+    by_name = {c.name: c for c in conditions}
+    left, right = by_name[a], by_name[b]
+    if left.rollout_key == right.rollout_key:
+        return "identical"
+    if left.rollout_key[:2] == right.rollout_key[:2]:
+        return "A/A"
+    return "contrast"
+
+
+def aa_comparison(conditions: Sequence[Condition]) -> tuple[str, str] | None:
+    """The first (A/A condition, its original) pair among `conditions`, if there is one."""
+    for a in conditions:
+        for b in conditions:
+            if a.sample != b.sample and a.rollout_key[:2] == b.rollout_key[:2] and b.sample == 0:
+                return (a.name, b.name)
+    return None
 
 
 def plot_report(report: Mapping[str, Any], path: str | Path) -> Path:
@@ -350,13 +375,13 @@ def plot_report(report: Mapping[str, Any], path: str | Path) -> Path:
 
 
 def evaluation_requests(
-    conditions: Sequence[Condition], task_ids: Sequence[str], *, sample: int = 0
+    conditions: Sequence[Condition], task_ids: Sequence[str]
 ) -> list[RolloutRequest]:
     return [
         RolloutRequest(
-            task_id, sample, "masked" if c.included else "bare", c.included, condition=c.name
+            task_id, c.sample, "masked" if c.included else "bare", c.included, condition=c.name
         )
-        for c in conditions
+        for c in distinct_conditions(conditions)
         for task_id in task_ids
     ]
 
@@ -379,13 +404,13 @@ class PlannedEvaluation:
     max_retries: int
 
 
-def condition_from_bank(name: str, checkpoint_id: str, bank) -> Condition:
+def condition_from_bank(name: str, checkpoint_id: str, bank, *, sample: int = 0) -> Condition:
     """A condition injecting every chunk of a registry bank (a `BankPublic`), in bank order."""
     entries = sorted(bank.entries, key=lambda e: e.position)
     chunks = tuple(
         InjectedChunk(chunk_id=e.slug, version=e.version, content=e.content) for e in entries
     )
-    return Condition(name, checkpoint_id, chunks, bank.id)
+    return Condition(name, checkpoint_id, chunks, bank.id, sample=sample)
 
 
 def plan_eval_job(body, client, settings, task_ids: Sequence[str]) -> PlannedEvaluation:
@@ -399,7 +424,7 @@ def plan_eval_job(body, client, settings, task_ids: Sequence[str]) -> PlannedEva
             raise ValueError(f"condition {spec.name}: give bank_id or bank_alias, not both")
         client.get_checkpoint(spec.checkpoint_id)
         if spec.bank_id is None and spec.bank_alias is None:
-            conditions.append(Condition(spec.name, spec.checkpoint_id))
+            conditions.append(Condition(spec.name, spec.checkpoint_id, sample=spec.sample))
             continue
         bank = (
             client.get_bank(spec.bank_id)
@@ -408,7 +433,9 @@ def plan_eval_job(body, client, settings, task_ids: Sequence[str]) -> PlannedEva
         )
         if bank.content_hash is None:
             raise ValueError(f"condition {spec.name}: bank {bank.id} is not frozen")
-        conditions.append(condition_from_bank(spec.name, spec.checkpoint_id, bank))
+        conditions.append(
+            condition_from_bank(spec.name, spec.checkpoint_id, bank, sample=spec.sample)
+        )
     comparisons = None if body.comparisons is None else tuple(tuple(p) for p in body.comparisons)
     for pair in comparisons or ():
         for name in pair:

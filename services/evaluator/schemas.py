@@ -64,6 +64,9 @@ class ConditionIn(BaseModel):
     checkpoint_id: str = Slug
     bank_id: int | None = Field(None, ge=1)
     bank_alias: str | None = Field(None, min_length=1, max_length=64)
+    sample: int = Field(
+        0, ge=0, le=1000, description="sampling-seed index; another index is an A/A control"
+    )
 
 
 class EvalJobCreate(BaseModel):
@@ -71,7 +74,8 @@ class EvalJobCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    conditions: list[ConditionIn] = Field(min_length=1, max_length=16)
+    # an experiment's arms x seeds x (bare, bank) fit in one job, paired on the same tasks
+    conditions: list[ConditionIn] = Field(min_length=1, max_length=64)
     split: str = Field("test", min_length=1, max_length=32)
     task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
     n_tasks: int | None = Field(None, ge=1, le=100_000)

@@ -7,6 +7,7 @@ frozen, and with the hash it had when the round began.
 
 from __future__ import annotations
 
+from services.trainer.ablations import unmasked
 from services.trainer.config import TrainerConfig
 from services.trainer.run_context import RunContext, RunError
 from services.trainer.treatments import CurriculumChunk, CurriculumState, rho_from_coefficients
@@ -48,6 +49,8 @@ def curriculum_from_bank(
     state = CurriculumState(
         bank_id=bank.id, bank_hash=bank.content_hash, q=bank.q, seed=config.seed, chunks=chunks
     )
+    if not config.mask:
+        state = unmasked(state)
     injected = [
         InjectedChunk(chunk_id=e.slug, version=e.version, content=e.content) for e in entries
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from services.trainer.gate_round import keep_bank_without_gate
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.service_lifecycle import BACKENDS
 
@@ -15,6 +16,9 @@ def compile_round(context: RunContext, state: dict[str, Any]) -> None:
 
     config, analyst = context.config, context.clients.analyst
     round_index, record = state["round"], context.record.round(state["round"])
+    if not config.skill_loop:
+        keep_bank_without_gate(context, state, record, reason="skill loop off (ablation)")
+        return
     body = {
         "run_id": context.run_id,
         "round": round_index,

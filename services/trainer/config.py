@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 Aggregation = Literal["sample_mean", "token_mean"]
 Policy = Literal["model", "simulated", "procedural"]
+Admission = Literal["gate", "all"]
+ValPolicy = Literal["fixed", "rotate"]
 POLICIES: tuple[str, ...] = ("model", "simulated", "procedural")
 AGGREGATIONS: tuple[str, ...] = ("sample_mean", "token_mean")
 IS_MODES: tuple[str, ...] = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
@@ -52,11 +54,37 @@ class GateConfig:
     alias: str = _help("registry alias of the adopted bank, moved by a complete gate", "current")
     poll_s: float = _help("seconds between job-status polls (analyst compile, gate)", 2.0)
     timeout_s: float = _help("give up on one compile or gate job after this long", 24 * 3600.0)
+    admit: Admission = _help(
+        "gate: the paired randomized gate selects the next bank (the method); all: the no-gate "
+        "ablation, every compiled candidate joins the bank untested (rewrites replace their "
+        "target; needs an operator token in TRAINER_OPERATOR_TOKEN)",
+        "gate",
+    )
+    val_policy: ValPolicy = _help(
+        "fixed: every gate runs on the same first val_tasks validation tasks (the method); "
+        "rotate: each round's gate draws a fresh subset, disjoint from the other rounds', of a "
+        "seeded shuffle of the first val_pool tasks",
+        "fixed",
+    )
+    val_pool: int = _help(
+        "rotate: validation tasks the subsets come from; 0: rounds x val_tasks", 0
+    )
+    confirm_tasks: int = _help(
+        "held-out validation tasks after every gate's (recorded in run.json) on which "
+        "`intraskill experiment` measures each final bank once; 0: none",
+        0,
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "val_tasks", "budget", "poll_s", "timeout_s")
         if self.max_candidates < 0:
             raise ConfigError("gate.max_candidates must be >= 0")
+        if self.admit not in ("gate", "all"):
+            raise ConfigError("gate.admit must be gate or all")
+        if self.val_policy not in ("fixed", "rotate"):
+            raise ConfigError("gate.val_policy must be fixed or rotate")
+        if self.val_pool < 0 or self.confirm_tasks < 0:
+            raise ConfigError("gate.val_pool and gate.confirm_tasks must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -226,6 +254,16 @@ class TrainerConfig:
     q: float = _help("probability a group is skill-free", 0.2)
     rho_min: float = _help("lowest chunk inclusion probability", 0.2)
     rho_max: float = _help("highest chunk inclusion probability", 0.9)
+    mask: bool = _help(
+        "False: the no-mask ablation, every group sees the whole bank (q = 0 and every rho = 1, "
+        "whatever the bank records); gates run as usual",
+        True,
+    )
+    skill_loop: bool = _help(
+        "False: no slow loop and no gates, the initial bank stays all run (the grpo and "
+        "fixed-s0 ablations); all-wrong groups are counted, not analysed",
+        True,
+    )
 
     # -- loss and optimizer
     clip_low: float = _help("PPO ratio clip below 1 (ratio >= 1 - clip_low)", 0.2)
@@ -311,6 +349,16 @@ class TrainerConfig:
             raise ConfigError("rollout_servers serve the model policy; test doubles run here")
         if self.lora.enabled and self.rollout_servers.weight_sync == "full":
             raise ConfigError("with LoRA, push adapters: rollout_servers.weight_sync = 'lora'")
+        if not self.skill_loop and self.gate.admit == "all":
+            raise ConfigError(
+                "gate.admit = 'all' admits the slow loop's candidates: skill_loop off"
+            )
+        rotated = self.rounds * self.gate.val_tasks
+        if self.gate.val_policy == "rotate" and self.validation_pool < rotated:
+            raise ConfigError(
+                f"gate.val_pool ({self.gate.val_pool}) < rounds x gate.val_tasks "
+                f"({self.rounds} x {self.gate.val_tasks}): rotated gate subsets would overlap"
+            )
 
     # -- derived counts (the release totals follow from these)
 
@@ -335,6 +383,13 @@ class TrainerConfig:
         """Whether the loss carries the sampler/trainer importance weights: with servers only."""
         servers = self.rollout_servers
         return bool(servers.urls) and servers.importance_sampling
+
+    @property
+    def validation_pool(self) -> int:
+        """Validation tasks the gates may use; the confirmation tasks come after them."""
+        if self.gate.val_policy == "fixed":
+            return self.gate.val_tasks
+        return self.gate.val_pool or self.rounds * self.gate.val_tasks
 
     # -- loading
 

@@ -8,11 +8,14 @@ from typing import Any
 
 import httpx
 
+from services.trainer.ablations import admitted_entries
 from services.trainer.bank_resolution import pin_bank
 from services.trainer.evaluator_client import EvaluatorError
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RunContext, RunError, unavailable
+from services.trainer.validation import gate_task_ids, val_task_ids
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.registry_api.client import NotFound, RegistryClient
 
 MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)
 
@@ -25,6 +28,12 @@ def gate_round(context: RunContext, state: dict[str, Any]) -> None:
     registry = context.clients.registry
     if not record.get("candidate_ids") and not pin_bank(registry, state["bank_id"], None).entries:
         keep_bank_without_gate(context, state, record)
+        return
+    if config.gate.admit == "all":
+        if record.get("candidate_ids"):
+            admit_without_gate(context, state, record)
+        else:
+            keep_bank_without_gate(context, state, record, reason="no candidate to admit")
         return
     try:
         job = _known_gate_job(context, record.get("gate_job_id"))
@@ -97,6 +106,10 @@ def submit_gate(
         "budget": gate.budget,
         "move_alias": True,
     }
+    if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
+        task_ids = gate_task_ids(context.config, val_task_ids(context.config), state["round"])
+        body = {**body, "task_ids": task_ids, "n_tasks": None}
+        record["val_task_ids"] = task_ids
     for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
         try:
             job = context.clients.evaluator.submit_gate({**body, "mask_seed": mask_seed})
@@ -126,6 +139,53 @@ def keep_bank_without_gate(
     )
     state.update(round=state["round"] + 1, phase="train")
     context.save_state(state)
+
+
+def admit_without_gate(context: RunContext, state: dict[str, Any], record: dict[str, Any]) -> None:
+    """The no-gate ablation: every candidate joins the bank untested (operator rights:
+    creating a bank and moving an alias is the gate's or an operator's act)."""
+    round_index = state["round"]
+    token = context.clients.operator_token
+    if not token:
+        raise RunError("gate.admit = 'all' needs TRAINER_OPERATOR_TOKEN (operator role)")
+    operator = RegistryClient(context.record.service_url("registry"), token)
+    try:
+        bank = pin_bank(operator, state["bank_id"], None)
+        candidates = [operator.get_candidate(i) for i in record.get("candidate_ids", [])]
+        key = f"{context.run_id}:admit-all:{round_index}"
+        new = operator.create_bank(
+            admitted_entries(bank, candidates, context.config),
+            q=bank.q,
+            round=round_index + 1,
+            parent_bank_id=bank.id,
+            note=f"no-gate ablation: {len(candidates)} candidates admitted untested",
+            idempotency_key=key,
+        )
+        if operator.bank_summary(new.id).status.value == "draft":
+            operator.freeze_bank(new.id, idempotency_key=f"{key}:freeze")
+        reason = f"no-gate ablation, round {round_index}"
+        _point_alias(operator, context.config.gate.alias, new.id, reason)
+    finally:
+        operator.close()
+    record.update(
+        gate_status="skipped: admitted without a gate (ablation)",
+        next_bank_id=new.id,
+        adopted=True,
+        admitted_untested=[c.id for c in candidates],
+    )
+    context.record.save()
+    state.update(round=round_index + 1, phase="train", bank_id=new.id)
+    context.save_state(state)
+
+
+def _point_alias(operator: RegistryClient, alias: str, bank_id: int, reason: str) -> None:
+    try:
+        current = operator.get_alias(alias)
+    except NotFound:
+        operator.create_alias(alias, bank_id, reason=reason)
+        return
+    if current.bank_id != bank_id:
+        operator.move_alias(alias, bank_id, reason=reason, if_match=current.etag)
 
 
 def _known_gate_job(context: RunContext, job_id: str | None) -> dict[str, Any] | None:

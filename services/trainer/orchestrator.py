@@ -57,6 +57,7 @@ from services.trainer.run_context import (
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
 from services.trainer.step import TaskStream
+from services.trainer.validation import confirmation_task_ids, val_task_ids
 from shared.registry_api.client import RegistryClient, RegistryError, Unavailable
 
 __all__ = ["Run", "RunError", "ServiceUrls", "train"]
@@ -106,6 +107,7 @@ class Run:
         if state is None:
             state = self.fresh_state()
             context.save_state(state)
+            self.record_validation()
         else:
             context.console.print(
                 f"[bold]resuming[/] {context.run_id}: round {state['round']} "
@@ -124,6 +126,18 @@ class Run:
         context.record.data["finished"] = True
         context.record.save()
         return context.record.data
+
+    def record_validation(self) -> None:
+        """The validation design in run.json: policy, pool and the held-out confirmation tasks."""
+        config, record = self.context.config, self.context.record
+        record.data["validation"] = {
+            "val_policy": config.gate.val_policy,
+            "pool": config.validation_pool,
+            "confirmation_task_ids": confirmation_task_ids(config, val_task_ids(config))
+            if config.gate.confirm_tasks
+            else [],
+        }
+        record.save()
 
     def fresh_state(self) -> dict[str, Any]:
         return {

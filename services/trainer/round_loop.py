@@ -73,7 +73,11 @@ def train_round(
     except Unavailable as error:
         raise context.registry_unavailable(error) from None
     save_checkpoint(context, state, policy, round_index)
-    record_evidence(context, state, round_index, all_wrong)
+    if context.config.skill_loop:
+        record_evidence(context, state, round_index, all_wrong)
+    else:  # an ablation without the slow loop: counted, never analysed
+        context.record.round(round_index).update(all_wrong_groups=len(all_wrong))
+        context.record.save()
     state["phase"] = "compile"
     context.save_state(state)
 

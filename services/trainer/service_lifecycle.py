@@ -17,6 +17,7 @@ ENV_TOKENS = {
     "registry": "TRAINER_REGISTRY_TOKEN",
     "evaluator": "TRAINER_EVALUATOR_TOKEN",
     "analyst": "TRAINER_ANALYST_TOKEN",
+    "operator": "TRAINER_OPERATOR_TOKEN",  # only the no-gate ablation writes banks itself
 }
 # the evaluator's and analyst's rollout backend for each trainer policy
 BACKENDS = {"model": "transformers", "simulated": "simulated", "procedural": "procedural"}
@@ -37,6 +38,7 @@ class ServiceClients:
     evaluator: EvaluatorClient
     analyst: Any  # shared.analyst_api.client.AnalystClient
     urls: dict[str, str]
+    operator_token: str | None = None
 
     def close(self) -> None:
         for client in (self.registry, self.evaluator, self.analyst):
@@ -63,6 +65,8 @@ def start_services(config: TrainerConfig, urls: ServiceUrls, stack: LocalStack) 
         ),
         analyst=AnalystClient(analyst, token=os.environ.get(ENV_TOKENS["analyst"]), **retry),
         urls={"registry": registry, "evaluator": evaluator, "analyst": analyst},
+        operator_token=os.environ.get(ENV_TOKENS["operator"])
+        or (None if urls.registry else stack.tokens()["operator"]),
     )
 
 

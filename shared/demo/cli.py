@@ -122,8 +122,9 @@ def print_summary(summary: dict[str, Any], console: Console, minutes: float) -> 
     for name, row in summary["test"].items():
         low, high = row["success_ci"]
         strict = row.get("r_strict")
+        same = row.get("identical_to")
         test.add_row(
-            name,
+            f"{name} (= {same}, evaluated once)" if same else name,
             f"{row['success']:.1%}",
             f"[{low:.1%}, {high:.1%}]",
             "-" if strict is None else f"{strict:.3f}",

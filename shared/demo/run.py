@@ -55,6 +55,7 @@ POLICY_DEFAULTS = {
     ),
 }
 EVAL_ROUTE = "/v1/eval-jobs"
+AA_CONDITION = "base/bare/aa"
 
 
 class DemoError(RuntimeError):
@@ -362,6 +363,8 @@ class Demo:
                 {"name": "base/S0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
                 {"name": "trained/bare", "checkpoint_id": trained},
                 {"name": "trained/S_T", "checkpoint_id": trained, "bank_alias": "current"},
+                # the A/A control: base/bare again under other sampling seeds (the noise floor)
+                {"name": AA_CONDITION, "checkpoint_id": base, "sample": 1},
             ],
             "split": "test",
             "n_tasks": self.options.test_tasks,

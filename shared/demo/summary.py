@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from statsmodels.stats.proportion import proportion_confint
 
 from shared.registry_api.client import NotFound, RegistryClient
+from shared.report.data import comparison_label
 
 if TYPE_CHECKING:
     from shared.demo.run import Demo
@@ -91,6 +92,8 @@ def condition_table(evaluation: dict[str, Any]) -> dict[str, Any]:
             continue
         success = float(metrics["r_success"])
         table[name] = {
+            # evaluated once with the condition it equals by construction (e.g. an empty S_0)
+            "identical_to": evaluation["conditions"][name].get("identical_to"),
             "success": success,
             "success_ci": success_interval(success, n),
             "r_strict": metrics.get("r_strict"),
@@ -103,7 +106,7 @@ def build_summary(demo: Demo, registry: RegistryClient) -> dict[str, Any]:
     record = json.loads((demo.train_dir / "run.json").read_text())
     evaluation = json.loads((demo.run_dir / "test" / "evaluation.json").read_text())
     comparisons = {
-        f"{c['a']} - {c['b']}": c["differences"]["r_success"]
+        comparison_label(c): c["differences"]["r_success"]
         for c in evaluation.get("comparisons", [])
     }
     return {

@@ -262,7 +262,7 @@ def _test(document: Document, run: RunData, figures: Path) -> None:
                 ],
                 [
                     [
-                        f"{d['a']} - {d['b']}",
+                        d["label"],
                         f"{100 * d['estimate']:+.1f} pp",
                         _interval(d["low"], d["high"], scale=100, unit=" pp"),
                         f"{d['flips'].get('fail_to_success', '-')} / "

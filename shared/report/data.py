@@ -255,6 +255,7 @@ def test_differences(run: RunData) -> list[dict[str, Any]]:
             {
                 "a": comparison["a"],
                 "b": comparison["b"],
+                "label": comparison_label(comparison),
                 "estimate": diff["estimate"],
                 "low": diff["low"],
                 "high": diff["high"],
@@ -262,3 +263,11 @@ def test_differences(run: RunData) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+KIND_NOTES = {"A/A": " (A/A: one condition, other sampling seeds)", "identical": " (identical)"}
+
+
+def comparison_label(comparison: dict[str, Any]) -> str:
+    """`a - b`, saying when the two sides are one condition (A/A) or identical by construction."""
+    return f"{comparison['a']} - {comparison['b']}" + KIND_NOTES.get(comparison.get("kind"), "")

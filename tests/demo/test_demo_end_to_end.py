@@ -153,6 +153,14 @@ def check_summary(summary: dict) -> None:
     # trained/S_T beats base/bare significantly is made at demo scale in test_demo_outcome.py.
     for difference in summary["test_differences"].values():
         assert difference["low"] <= difference["estimate"] <= difference["high"], difference
+    # the noise floor: base/bare again under other sampling seeds, an A/A row beside the others
+    assert (
+        "base/bare/aa - base/bare (A/A: one condition, other sampling seeds)"
+        in (summary["test_differences"])
+    )
+    # an empty S_0 makes base/S0 the base/bare condition: evaluated once, and said so
+    empty_s0 = summary["rounds"][0]["bank_size"] == 0
+    assert summary["test"]["base/S0"]["identical_to"] == ("base/bare" if empty_s0 else None)
     for row in summary["test"].values():
         low, high = row["success_ci"]
         assert 0 <= low <= row["success"] <= high <= 1

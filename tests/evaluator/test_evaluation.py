@@ -183,3 +183,45 @@ def test_report_cli_recomputes_from_the_folder(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "trained/S_T - trained/bare" in table and "percentile bootstrap" in table
     assert evaluate_cli.main(["report", str(tmp_path / "missing")]) == 1
+
+
+def test_identical_conditions_are_rolled_out_once_and_labelled():
+    """An empty S_0 makes base/S0 the base/bare condition: one set of rollouts, difference 0."""
+    conditions = (
+        Condition("base/bare", "base"),
+        Condition("base/S0", "base", bank_id=9),  # the empty bank: no chunk injected
+        Condition("trained/bare", "trained"),
+    )
+    records = run_evaluation(plan(conditions=conditions, task_ids=TASKS[:50]), runner_for)
+    assert len(records) == 2 * 50  # base/S0 was not rolled out again
+    report = evaluation_report(records, conditions, TASKS[:50], resamples=500)
+    assert report["conditions"]["base/S0"]["identical_to"] == "base/bare"
+    assert report["conditions"]["base/bare"]["identical_to"] is None
+    same = next(c for c in report["comparisons"] if c["b"] == "base/bare" and c["a"] == "base/S0")
+    assert same["kind"] == "identical"
+    assert same["differences"]["r_success"] == {"estimate": 0.0, "low": 0.0, "high": 0.0}
+    trained = next(c for c in report["comparisons"] if c["a"] == "trained/bare")
+    assert trained["kind"] == "contrast"
+
+
+def test_an_aa_condition_resamples_and_gets_its_own_row():
+    """The same condition with another sampling index: other episodes, an A/A row by default."""
+    conditions = (
+        Condition("base/bare", "base"),
+        Condition("trained/bare", "trained"),
+        Condition("trained/bare#aa", "trained", sample=1),
+    )
+    records = run_evaluation(plan(conditions=conditions, task_ids=TASKS), runner_for)
+    assert len(records) == 3 * len(TASKS)
+    samples = {r.condition: r.sample for r in records}
+    assert samples == {"base/bare": 0, "trained/bare": 0, "trained/bare#aa": 1}
+    report = evaluation_report(records, conditions, TASKS, resamples=1000)
+    aa = [c for c in report["comparisons"] if c["kind"] == "A/A"]
+    assert [(c["a"], c["b"]) for c in aa] == [("trained/bare#aa", "trained/bare")]
+    flips = aa[0]["flips"]
+    assert flips["fail_to_success"] + flips["success_to_fail"] > 0  # other draws, not a copy
+    diff = aa[0]["differences"]["r_strict"]
+    assert diff["low"] < 0 < diff["high"]  # one condition: the interval covers 0
+    per_task = report["per_task"]
+    assert per_task["task_ids"] == list(TASKS)
+    assert len(per_task["columns"]["trained/bare#aa"]["r_success"]) == len(TASKS)

@@ -1,0 +1,242 @@
+"""comparison.md and the figures, drawn from comparison.json alone (`intraskill experiment
+report DIR` redraws them): learning curves per arm with seed bands, test success with
+intervals, and each arm's bank size and gate decisions per round."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FIGURES = {
+    "curves": "figures/learning-curves.png",
+    "test": "figures/test-success.png",
+    "banks": "figures/banks.png",
+}
+
+
+def write_report(run_dir: Path) -> Path:
+    comparison = json.loads((run_dir / "comparison.json").read_text())
+    (run_dir / "figures").mkdir(exist_ok=True)
+    learning_curves(comparison, run_dir / FIGURES["curves"])
+    test_success(comparison, run_dir / FIGURES["test"])
+    banks(comparison, run_dir / FIGURES["banks"])
+    path = run_dir / "comparison.md"
+    path.write_text(markdown(comparison))
+    return path
+
+
+def _pp(d: Mapping[str, float]) -> str:
+    return f"{100 * d['estimate']:+.1f} pp [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]"
+
+
+def _rate(d: Mapping[str, float]) -> str:
+    return f"{100 * d['estimate']:.1f} % [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
+
+
+def _reward(d: Mapping[str, float]) -> str:
+    return f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
+def markdown(c: Mapping[str, Any]) -> str:
+    boot = c["bootstrap"]
+    lines = [f"# Experiment: {', '.join(c['arms'])}", ""]
+    if c["policy_is_test_double"]:
+        lines += [
+            f"**Policy `{c['policy']}` is a TEST DOUBLE: these figures show the experiment's "
+            "mechanics, never the method's result.**",
+            "",
+        ]
+    lines += [
+        f"Base config `{c['base_config']}`; {c['n_tasks']} test tasks, the same for every arm; "
+        f"{boot['level']:.0%} task-paired percentile bootstrap ({boot['resamples']:,} resamples; "
+        f"an arm's column is the {boot['arm_columns']}). The intervals cover the test tasks' "
+        "sampling, not training-seed variation: the per-seed values stand beside them.",
+        "",
+        "## Arms",
+        "",
+    ]
+    lines += _table(
+        ["arm", "what it is", "initial bank", "seeds", "config fingerprint"],
+        [
+            [
+                name,
+                a["doc"],
+                a["initial_bank"]
+                + (f" (q = {a['initial_q']:g})" if a["initial_q"] is not None else ""),
+                ", ".join(map(str, a["seeds"])),
+                str(a["fingerprint"])[:12],
+            ]
+            for name, a in c["arms"].items()
+        ],
+    )
+    lines += ["", "## Test success", ""]
+    rows = [["base (bare)", "-", _rate(c["base"]["r_success"]), "-", "-"]]
+    for name, a in c["arms"].items():
+        bank, bare = a["test"]["bank"], a["test"]["bare"]
+        note = " (bank empty: = bare, evaluated once)" if bank["identical_to"] else ""
+        rows.append(
+            [
+                name,
+                _rate(bank["r_success"]) + note,
+                _rate(bare["r_success"]),
+                ", ".join(f"{100 * v:.1f}" for v in bank["per_seed"]),
+                f"{bank['r_strict']['estimate']:.3f}",
+            ]
+        )
+    lines += _table(
+        [
+            "arm",
+            "success with its final bank",
+            "success bare",
+            "per seed (bank, %)",
+            "strict (bank)",
+        ],
+        rows,
+    )
+    lines += ["", "## Paired differences (a - b)", ""]
+    rows = []
+    for row in c["comparisons"]:
+        label = f"{row['a']} - {row['b']}"
+        if row["kind"] == "A/A":
+            label = f"A/A noise floor: {label} (one condition, other sampling seeds)"
+        rows.append(
+            [
+                label,
+                row["policy"],
+                _pp(row["differences"]["r_success"]),
+                _pp(row["differences"]["r_strict"]),
+            ]
+        )
+    lines += _table(["comparison", "policy", "success", "strict reward"], rows)
+    lines += ["", "## Banks and gates per round", ""]
+    rows = [
+        [
+            run["name"],
+            r["round"],
+            r["bank_size"],
+            r["candidates"],
+            r["gate_status"],
+            r["next_bank_size"],
+        ]
+        for run in c["runs"]
+        for r in run["rounds"]
+    ]
+    lines += _table(["run", "round", "bank size", "candidates", "gate", "next bank size"], rows)
+    if c.get("confirmation"):
+        lines += [
+            "",
+            "## Gate estimate vs confirmation (strict reward, final bank - bare)",
+            "",
+            "The gate estimate is the sum of the final bank's gate coefficients (additive main "
+            "effects, on the validation tasks that selected them); the confirmation measures the "
+            "same bank once on held-out validation tasks no gate used. A gate estimate above the "
+            "confirmation is the selection bias of reusing validation tasks.",
+            "",
+        ]
+        rows = [
+            [
+                r["run"],
+                r["val_policy"],
+                r["bank_size"],
+                "-" if r["gate_estimate"] is None else f"{r['gate_estimate']:+.3f}",
+                "-" if r["confirmation"] is None else _reward(r["confirmation"]),
+                r["n_tasks"],
+            ]
+            for r in c["confirmation"]
+        ]
+        lines += _table(
+            ["run", "val policy", "bank size", "gate estimate", "confirmation [95%]", "tasks"],
+            rows,
+        )
+    lines += ["", "## Figures", ""] + [f"![{key}]({path})" for key, path in FIGURES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def learning_curves(c: Mapping[str, Any], path: Path) -> None:
+    """Training-rollout success per step: each arm's mean over seeds, the band min..max."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name in c["arms"]:
+        curves = [[p["success"] for p in r["curve"]] for r in c["runs"] if r["arm"] == name]
+        length = min(len(curve) for curve in curves)
+        values = np.array(
+            [[np.nan if v is None else v for v in curve[:length]] for curve in curves]
+        )
+        steps = np.arange(1, length + 1)
+        ax.plot(steps, np.nanmean(values, axis=0), label=f"{name} ({len(curves)} seeds)")
+        ax.fill_between(steps, np.nanmin(values, axis=0), np.nanmax(values, axis=0), alpha=0.2)
+    ax.set_xlabel("rollout step")
+    ax.set_ylabel("training rollout success")
+    ax.set_title("Learning curves (band: min..max over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def test_success(c: Mapping[str, Any], path: Path) -> None:
+    """Test success per arm, with its final bank and bare, with 95 % paired-bootstrap intervals."""
+    plt = _plt()
+    names = list(c["arms"])
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(names) + 2), 4.5))
+    for offset, which in ((-0.2, "bank"), (0.2, "bare")):
+        stats = [c["arms"][n]["test"][which]["r_success"] for n in names]
+        est = np.array([s["estimate"] for s in stats])
+        err = [est - [s["low"] for s in stats], [s["high"] for s in stats] - est]
+        ax.bar(np.arange(len(names)) + offset, est, 0.4, yerr=err, capsize=3, label=which)
+    ax.axhline(c["base"]["r_success"]["estimate"], color="k", ls="--", lw=1, label="base (bare)")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names)
+    ax.set_ylabel(f"test success ({c['n_tasks']} tasks)")
+    title = "Test success with 95% intervals"
+    ax.set_title(title + (" (TEST DOUBLE policy)" if c["policy_is_test_double"] else ""))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def banks(c: Mapping[str, Any], path: Path) -> None:
+    """Bank size after each round's gate, per run; filled marker: the gate adopted a new bank."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    colors = {name: f"C{i}" for i, name in enumerate(c["arms"])}
+    for run in c["runs"]:
+        rounds = run["rounds"]
+        xs = [0] + [r["round"] + 1 for r in rounds]
+        ys = [rounds[0]["bank_size"]] + [r["next_bank_size"] for r in rounds]
+        ax.plot(
+            xs, ys, color=colors[run["arm"]], alpha=0.7, label=f"{run['arm']} s{run['seed_index']}"
+        )
+        for r in rounds:
+            ax.scatter(
+                r["round"] + 1,
+                r["next_bank_size"],
+                color=colors[run["arm"]],
+                facecolors=colors[run["arm"]] if r["adopted"] else "none",
+            )
+    ax.set_xlabel("gate (after round)")
+    ax.set_ylabel("chunks in the bank")
+    ax.set_title("Bank size per round (filled: a new bank adopted)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
