@@ -68,6 +68,15 @@ def test_merges_many_to_one_by_mechanism_and_cites_each_card_once():
     assert result.candidates[0].operation == "ADD" and result.candidates[0].target_chunk_id is None
 
 
+def test_equal_support_ranks_in_workflow_order_not_by_name():
+    # persona comes before candidate inspection in an episode, though not alphabetically
+    cards = numbered([card("inspect_candidates"), card("persona_constraints")])
+    result = compile_round(cards, active=[])
+    assert [c.mechanism for c in result.candidates] == ["persona_constraints", "inspect_candidates"]
+    kept = compile_round(cards, active=[], max_candidates=1)
+    assert [c.mechanism for c in kept.candidates] == ["persona_constraints"]
+
+
 def test_same_mechanism_with_another_trigger_stays_apart():
     cart = LIBRARY["price_check"].template.model_copy(update={"title": "Price check in the cart"})
     other = card("price_check", trigger="the cart shows a total", content=cart)
