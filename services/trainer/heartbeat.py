@@ -19,17 +19,18 @@ HEARTBEAT_EVERY_S = 60.0
 
 
 @contextmanager
-def heartbeat(folder: Path, every_s: float = HEARTBEAT_EVERY_S) -> Iterator[Path]:
-    """Touch `folder/heartbeat` now and every `every_s` seconds until the block ends."""
+def heartbeat(folder: Path, every_s: float | None = None) -> Iterator[Path]:
+    """Touch `folder/heartbeat` now and every `every_s` seconds (default HEARTBEAT_EVERY_S)
+    until the block ends."""
     path = Path(folder) / HEARTBEAT_FILE
+    every_s = every_s or HEARTBEAT_EVERY_S
     stop = threading.Event()
 
     def beat() -> None:
-        while True:
+        while not stop.wait(every_s):
             path.touch()
-            if stop.wait(every_s):
-                return
 
+    path.touch()  # before the block starts, so a wait that begins now is already covered
     thread = threading.Thread(target=beat, name="trainer-heartbeat", daemon=True)
     thread.start()
     try:
