@@ -322,3 +322,26 @@ def test_gpu_workloads_share_the_priority_class(trees) -> None:
         if any("nvidia.com/gpu" in c["resources"]["limits"] for c in spec["containers"])
     ]
     assert gpu and {s.get("priorityClassName") for s in gpu} == {"intraskill-gpu"}
+
+
+# -- 9. the connection budget ---------------------------------------------------------------------
+
+POSTGRES_MAX_CONNECTIONS = 100  # Postgres's default; managed services often allow no more
+RESERVED = 10  # the migrate Job, schema waits, operators' psql sessions
+
+
+@pytest.mark.parametrize("tree", DEPLOYED)
+def test_registry_connections_fit_the_database(trees, tree) -> None:
+    """workers x (pool + overflow) x (replicas + surge) stays under Postgres's limit."""
+    from services.registry.settings import RegistrySettings
+
+    registry = of_kind(trees[tree], "Deployment")["registry"]
+    _, container = container_named(trees[tree], "Deployment", "registry")
+    args, env = container["args"], {k: v.get("value") for k, v in env_of(container).items()}
+    workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
+    defaults = RegistrySettings.model_fields
+    pool = int(env.get("REGISTRY_POOL_SIZE") or defaults["pool_size"].default)
+    overflow = int(env.get("REGISTRY_MAX_OVERFLOW") or defaults["max_overflow"].default)
+    surge = registry["spec"]["strategy"]["rollingUpdate"]["maxSurge"]
+    pods = registry["spec"]["replicas"] + surge
+    assert workers * (pool + overflow) * pods <= POSTGRES_MAX_CONNECTIONS - RESERVED
