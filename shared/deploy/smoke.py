@@ -27,11 +27,9 @@ gate. What differs from a pod, and only this (printed at the start):
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import secrets
-import signal
 import socket
 import stat
 import subprocess
@@ -126,10 +124,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # in the child between fork and exec
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 @dataclass
@@ -252,11 +246,12 @@ class Smoke:
         argv = [self.localize(part, folders) for part in self.argv(unit, env)]
         log = self.work / "logs" / f"{unit.pod}-{unit.container['name']}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        # No PR_SET_PDEATHSIG: pods start from worker threads, and the signal fires when the
+        # forking thread ends; `stop` (also on SIGTERM, see cli.py) ends every process.
         with log.open("w") as out:
             process = subprocess.Popen(
-                argv, cwd=folders[image.workdir], env=env, stdout=out, stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )  # fmt: skip
+                argv, cwd=folders[image.workdir], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
         self.processes.append((unit, process, log))
         return process, log
 
@@ -327,7 +322,7 @@ class Smoke:
         with log.open("w") as out:
             process = subprocess.Popen(
                 [sys.executable, "-m", FAKE_VLLM, "--port", str(port), "--served-model", "policy"],
-                cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         fake = Unit(
             {"kind": "TestDouble", "metadata": {"name": "vllm-eval"}}, {"name": "fake"}, False
