@@ -42,8 +42,8 @@ def smoke(
 
 
 def main(argv: list[str]) -> int | None:
-    try:
-        app(args=argv, prog_name="intraskill deploy", standalone_mode=False)
+    try:  # without standalone mode, click returns an Exit's code instead of raising it
+        code = app(args=argv, prog_name="intraskill deploy", standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
-    return 0
+    return code if isinstance(code, int) else 0

@@ -13,10 +13,16 @@ gate. What differs from a pod, and only this (printed at the start):
   and the `--port`/`--host` a server binds); `postgres:5432` is the local Postgres, in a fresh
   database made as the dev Postgres's init script makes it (schema owner, app role).
 * Mount paths become folders: each declared volume a temporary folder (a claim one folder for
-  every pod that mounts it; ConfigMap volumes hold their files, read-only); the image's paths
-  (/opt/venv/bin: this Python's bin; /app/configs: the repository's) likewise. The working
-  folder and HOME are empty read-only folders, as on a read-only root filesystem. The image's
-  code is this checkout (PYTHONPATH).
+  every pod that mounts it; ConfigMap volumes hold their files); the image's paths
+  (/opt/venv/bin: this Python's bin; /app/configs: the repository's) likewise, and TMPDIR
+  points at the pod's /tmp volume. Each process runs in a private mount namespace whose root
+  is remounted read-only with only its writable volumes bind-mounted writable
+  (`sandbox.py`; where that is not permitted, the folders' modes only): a write anywhere else
+  fails with "Read-only file system", as in the pod. The working folder and HOME are empty
+  folders on that read-only root. The image's code is this checkout (PYTHONPATH).
+* Before the trainer starts, the smoke does the operator's first step, which no manifest does:
+  a frozen S_0 behind alias `current` (four STAND-IN chunks, written with the dev overlay's
+  operator token), where a real cluster runs the cold start.
 * The policy is the procedural TEST DOUBLE, not a model: the trainer's config says
   `policy = "procedural"` on CPU for one round without rollout servers, and the evaluator's
   backend is `procedural`. vLLM and Postgres do not run; the vllm-eval Service is a FAKE vLLM
@@ -43,6 +49,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from shared.deploy import sandbox
 from shared.deploy.manifests import (
     IMAGE_PREFIX,
     K8S,
@@ -158,10 +165,17 @@ class Smoke:
 
     def folders(self, unit: Unit) -> dict[str, Path]:
         """Container path -> local folder: its mounts, the image's paths, HOME."""
+        return self.mounts(unit)[0]
+
+    def mounts(self, unit: Unit) -> tuple[dict[str, Path], list[str], list[str]]:
+        """Container path -> local folder (its mounts and the image's paths), and the folders
+        it may write and those mounted read-only."""
         spec = pod_template(unit.workload)["spec"]
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         pod = self.work / "pods" / unit.pod
         out = {"/opt/venv/bin": Path(sys.executable).parent, "/app/configs": REPO / "configs"}
+        writable: list[str] = []
+        read_only: list[str] = []
         for mount in unit.container.get("volumeMounts", []):
             volume = volumes[mount["name"]]
             if "persistentVolumeClaim" in volume:
@@ -172,7 +186,11 @@ class Smoke:
                 self.write_config_map(volume["configMap"]["name"], folder)
             folder.mkdir(parents=True, exist_ok=True)
             out[mount["mountPath"]] = folder
-        return out
+            read_only_volume = "configMap" in volume or "secret" in volume
+            (read_only if mount.get("readOnly") or read_only_volume else writable).append(
+                str(folder)
+            )
+        return out, writable, read_only
 
     def write_config_map(self, name: str, folder: Path) -> None:
         folder.mkdir(parents=True)
@@ -231,7 +249,7 @@ class Smoke:
         raise SmokeFailure(unit.label, "no Service selects this pod")
 
     def start(self, unit: Unit) -> tuple[subprocess.Popen, Path]:
-        folders = self.folders(unit)
+        folders, writable, read_only = self.mounts(unit)
         image = image_of(unit.container["image"])
         home = self.work / "pods" / unit.pod / "home"
         if not home.exists():
@@ -243,7 +261,10 @@ class Smoke:
         env = {key: self.localize(value, folders) for key, value in env.items()}
         env["PATH"] = env.get("PATH", "").replace("$PATH", os.environ["PATH"])
         env |= {"HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        if "/tmp" in folders:  # the pod's /tmp is its volume; here the real /tmp is read-only
+            env["TMPDIR"] = str(folders["/tmp"])
         argv = [self.localize(part, folders) for part in self.argv(unit, env)]
+        argv = sandbox.wrap(argv, writable, read_only)
         log = self.work / "logs" / f"{unit.pod}-{unit.container['name']}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         # No PR_SET_PDEATHSIG: pods start from worker threads, and the signal fires when the
@@ -365,6 +386,35 @@ class Smoke:
             raise failed[0].exception()
         pool.shutdown()
 
+    def seed_s0(self) -> None:
+        """The operator's step before a first run, which no manifest does: a frozen S_0 behind
+        alias `current`. A cold start (Trace2Skill, Gate A) would make it; here four STAND-IN
+        chunks of the TEST DOUBLE run are written with the dev operator's token."""
+        from shared.chunks import ChunkContent
+        from shared.registry_api.client import RegistryClient
+
+        token = next(
+            secret["OPERATOR_TOKEN"]
+            for secret in self.objects.secrets.values() if "OPERATOR_TOKEN" in secret
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{self.ports['registry']}"
+        with RegistryClient(url, token) as operator:
+            versions = []
+            for topic in ("query", "options", "price", "verify"):
+                content = ChunkContent(
+                    title=f"Smoke stand-in: {topic}",
+                    applies_when=f"the task states {topic} requirements",
+                    procedure=[f"check the {topic} requirement", "act on the matching option"],
+                    verify=f"the {topic} on the page matches the task",
+                    avoid=f"guessing the {topic}",
+                )
+                versions.append(operator.create_chunk(f"smoke-{topic}", content).latest.id)
+            entries = [{"chunk_version_id": v, "rho": 0.5, "coefficient": 0.02} for v in versions]
+            bank = operator.create_bank(entries, note="deploy smoke: stand-in S_0 (TEST DOUBLE)")
+            operator.freeze_bank(bank.id)
+            operator.create_alias("current", bank.id, reason="deploy smoke: stand-in S_0")
+        self.say(f"  seeded S_0 = bank {bank.id} (stand-in, as an operator; no cold start)")
+
     def run(self) -> str:
         began = time.monotonic()
         phases, skipped = plan(self.objects.docs)
@@ -379,6 +429,7 @@ class Smoke:
             for phase in phases:
                 if any(not unit.init and unit.workload["kind"] != "Job" for unit in phase):
                     self.start_pods(phase)
+                    self.seed_s0()
                     continue
                 for unit in phase:
                     self.say(f"  start {unit.label}")
