@@ -336,7 +336,7 @@ def test_registry_connections_fit_the_database(trees, tree) -> None:
     from services.registry.settings import RegistrySettings
 
     registry = of_kind(trees[tree], "Deployment")["registry"]
-    _, container = container_named(trees[tree], "Deployment", "registry")
+    container = next(c for _, kind, c in containers(registry) if kind == "containers")
     args, env = container["args"], {k: v.get("value") for k, v in env_of(container).items()}
     workers = int(args[args.index("--workers") + 1]) if "--workers" in args else 1
     defaults = RegistrySettings.model_fields
