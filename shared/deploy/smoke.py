@@ -409,7 +409,12 @@ class Smoke:
                     avoid=f"guessing the {topic}",
                 )
                 versions.append(operator.create_chunk(f"smoke-{topic}", content).latest.id)
-            entries = [{"chunk_version_id": v, "rho": 0.5, "coefficient": 0.02} for v in versions]
+            # rho from the coefficient as the method maps it (rho in [0.2, 0.9], the largest 0.9)
+            coefficients = [0.02 * (index + 1) for index in range(len(versions))]
+            entries = [
+                {"chunk_version_id": v, "coefficient": c, "rho": 0.2 + 0.7 * c / max(coefficients)}
+                for v, c in zip(versions, coefficients, strict=True)
+            ]
             bank = operator.create_bank(entries, note="deploy smoke: stand-in S_0 (TEST DOUBLE)")
             operator.freeze_bank(bank.id)
             operator.create_alias("current", bank.id, reason="deploy smoke: stand-in S_0")
