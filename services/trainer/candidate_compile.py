@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from services.trainer.gate_round import keep_bank_without_gate
+from services.trainer.heartbeat import heartbeat
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.service_lifecycle import BACKENDS
 
@@ -33,7 +34,8 @@ def compile_round(context: RunContext, state: dict[str, Any]) -> None:
     }
     try:
         job = analyst.compile_round(body, idempotency_key=f"{context.run_id}:compile:{round_index}")
-        done = analyst.wait(job.id, timeout=config.gate.timeout_s, poll=config.gate.poll_s)
+        with heartbeat(context.out):  # the liveness probe's sign of life while waiting
+            done = analyst.wait(job.id, timeout=config.gate.timeout_s, poll=config.gate.poll_s)
     except AnalystError as error:
         if error.status_code == 0 or error.status_code >= 500:
             url = context.record.service_url("analyst")

@@ -11,6 +11,7 @@ import httpx
 from services.trainer.ablations import admitted_entries
 from services.trainer.bank_resolution import pin_bank
 from services.trainer.evaluator_client import EvaluatorError
+from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
@@ -47,12 +48,8 @@ def gate_round(context: RunContext, state: dict[str, Any]) -> None:
         record["gate_job_id"] = job["id"]
         context.record.save()
         context.console.print(f"round {round_index}: gate job {job['id']} on {url}")
-        job = evaluator.wait(
-            job["id"],
-            poll=config.gate.poll_s,
-            timeout=config.gate.timeout_s,
-            progress=lambda _: context.heartbeat(),
-        )
+        with heartbeat(context.out):  # a 400-task gate outlasts the liveness window
+            job = evaluator.wait(job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s)
     except EvaluatorError as error:
         if error.status_code == 0:
             raise unavailable("evaluator", url, error, "intraskill gate serve") from None
