@@ -65,7 +65,7 @@ def test_the_trainer_beats_while_it_waits_on_a_gate(tmp_path, monkeypatch) -> No
         console=Console(file=io.StringIO()),
     )  # fmt: skip
     evaluator = LongGate(tmp_path)
-    context.clients = SimpleNamespace(evaluator=evaluator)  # only what gate_round reads
+    context.clients = SimpleNamespace(evaluator=evaluator, registry=None)  # what gate_round reads
     context.record.data["services"] = {"evaluator": "http://evaluator"}
     context.record.round(0)["candidate_ids"] = ["c1"]
     state = {"round": 0, "phase": "gate", "bank_id": 7, "checkpoint_id": "run-r0"}
