@@ -388,7 +388,7 @@ def _compiler_label(report: dict) -> str:
 def _card(client: RegistryClient, card_id: int) -> CardCreate:
     """A stored card as the compiler reads it (deployable part and the firewall's gold)."""
     public = client.get_card(card_id)
-    audit = client.get_card_audit(card_id).privileged_audit
+    audit = client.get_card_audit(card_id)  # the findings' text and a blocked card's deployable
     return CardCreate(
         round=public.round,
         task_id=public.task_id,
@@ -396,9 +396,9 @@ def _card(client: RegistryClient, card_id: int) -> CardCreate:
         evidence_id=public.evidence_id,
         outcome=public.outcome,
         eligible=public.eligible,
-        privileged_audit=audit,
-        deployable=public.deployable,
-        firewall_findings=public.firewall_findings,
+        privileged_audit=audit.privileged_audit,
+        deployable=audit.deployable,
+        firewall_findings=audit.firewall_findings,
         forced_no_proposal_reason=public.forced_no_proposal_reason,
         extras=public.extras,
     )
