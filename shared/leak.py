@@ -32,7 +32,6 @@ from typing import Any
 from urllib.parse import unquote
 
 from text_to_num import alpha2digit
-from wordfreq import zipf_frequency
 
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
 MIN_TERM_CHARS = {
@@ -165,6 +164,7 @@ _AMOUNT = re.compile(
 )
 MAX_DECODE_ROUNDS = 3
 
+_NEXT_WORD = re.compile(r"\W*(\w*)")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[a-z]")
 
@@ -263,6 +263,8 @@ def words(normalized: str) -> list[str]:
 @lru_cache(maxsize=65536)
 def is_ordinary_word(word: str) -> bool:
     """As common in English as ORDINARY_WORD_ZIPF or more (wordfreq's frequency lists)."""
+    from wordfreq import zipf_frequency  # imported on first use: 0.2-2 s a registry rarely needs
+
     return zipf_frequency(word, "en") >= ORDINARY_WORD_ZIPF
 
 
@@ -376,8 +378,8 @@ def _is_written_price(match: re.Match[str], price: float) -> bool:
     value = int(number) + (int(cents) / 10 ** len(cents) if cents else 0)
     if abs(value - price) >= 0.005:
         return False
-    digits = len(number.lstrip("0")) + len(cents.rstrip("0"))
-    return bool(match["before"] or match["after"] or cents) or digits >= MIN_BARE_PRICE_DIGITS
+    written_as_price = match["before"] or match["after"] or cents
+    return bool(written_as_price) or len(number.lstrip("0")) >= MIN_BARE_PRICE_DIGITS
 
 
 def _title_findings(views: _Views, title: str) -> list[LeakFinding]:
@@ -506,22 +508,21 @@ def _word_hits(views: _Views, term: str) -> Iterator[tuple[str, re.Match[str]]]:
 def _written_as_name(text: str, match: re.Match[str]) -> bool:
     """In capitals, capitalized inside a sentence, after a word of choosing, or not followed by
     a determiner or an -ing word (see _CHOOSING)."""
-    letters = [char for char in match.group(0) if char.isalpha()]
-    if len(letters) > 1 and all(char.isupper() for char in letters):
+    letters = [char for char in match.group(0) if char.isalpha()]  # 3+: a brand's minimum
+    if all(char.isupper() for char in letters):
         return True
     if letters[0].isupper() and not _starts_sentence(text, match.start()):
         return True
     before = re.search(r"(\w+)\W*$", text[: match.start()])
     if before and before.group(1).casefold() in _CHOOSING:
         return True
-    after = re.match(r"\W*(\w+)", text[match.end() :])
-    following = after.group(1).casefold() if after else ""
+    following = _NEXT_WORD.match(text, match.end())[1].casefold()  # \w* always matches
     return not (following in _DETERMINERS or following.endswith("ing"))
 
 
 def _starts_sentence(text: str, index: int) -> bool:
     before = text[:index].rstrip()
-    return not before or before[-1] in ".!?:;•*-–—(\"'" or bool(re.search(r"\d[.)]$", before))
+    return not before or before[-1] in ".!?:;•*-–—()\"'"  # a sentence, a clause, a list item
 
 
 # Digits that stand in for letters in a brand name ("S0ny", "Ank3r").

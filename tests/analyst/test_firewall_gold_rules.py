@@ -198,6 +198,8 @@ def test_other_numbers_are_not_the_task_number(text):
         "Nothing beats checking every option axis.",
         "Beats the rest: compare the option prices.",  # sentence-initial: still the verb
         "- beats any guess: read the page",
+        "Compare prices. Beats the rest when the budget is tight.",  # after a full stop
+        "2) Beats any single query.",  # a numbered list item
     ],
 )
 def test_beats_used_as_a_verb_is_not_the_brand(text):
@@ -209,7 +211,7 @@ def test_beats_used_as_a_verb_is_not_the_brand(text):
     [
         "prefer beats headphones",
         "choose beats the most often",  # after a word of choosing
-        "when two tie, Beats every time",  # capitalized inside a sentence, before a determiner
+        "When two tie, Beats every time.",  # capitalized inside a sentence, before a determiner
         "PREFER BEATS",
         "beats.",
     ],
@@ -259,6 +261,8 @@ def test_ordinary_words_of_the_id_shape_are_not_ids(text):
 def test_the_contract_carries_an_optional_numeric_price():
     assert GoldFacts.from_json({"price": 348}).price == 348.0
     assert GoldFacts.from_json({"price": 19.99}).price == 19.99
+    assert GoldFacts.from_json({"price": 0}).price == 0.0  # a free item has a price too
+    assert GoldFacts.from_json({"price": 0.5}).price == 0.5
     assert GoldFacts.from_json({}).price is None
     assert GoldFacts.from_json(GOLD.as_json()) == GOLD
     for bad in ("348", True, -1, float("nan"), float("inf"), [348]):
