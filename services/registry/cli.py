@@ -77,6 +77,7 @@ def serve(
     import uvicorn
 
     from services.registry.migrate import upgrade
+    from shared.observability import uvicorn_logging
 
     settings = RegistrySettings()
     if migrate_first:
@@ -100,6 +101,7 @@ def serve(
         loop="uvloop",
         log_level="warning",
         access_log=False,
+        **uvicorn_logging(settings.json_logs),
     )
 
 
