@@ -4,6 +4,8 @@ laid out as the orchestrator writes it, scraped over HTTP as Prometheus would.""
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import time
 from pathlib import Path
 
@@ -69,3 +71,20 @@ def test_run_folder_figures_follow_steps_gates_and_a_rewind(tmp_path: Path) -> N
 def test_only_the_main_rank_serves(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("RANK", "1")
     assert not serve_run_metrics(tmp_path, free_port(), host="127.0.0.1")
+
+
+def test_tensorboard_is_written_or_its_absence_is_said(tmp_path: Path, monkeypatch, caplog) -> None:
+    """The train extra installs tensorboard; with it the curves are written, without it the
+    trainer says so instead of going quiet."""
+    from services.trainer.metrics import MetricsLog
+
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.append({"step": 0, "reward": 0.5})
+    log.close()
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now fails
+    with caplog.at_level(logging.WARNING, logger="services.trainer.metrics"):
+        missing = MetricsLog(tmp_path / "again" / "metrics.jsonl")
+    assert missing.writer is None
+    assert "tensorboard is not installed" in caplog.text
