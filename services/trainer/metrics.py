@@ -117,7 +117,8 @@ class MetricsLog:
             except ImportError:  # the train extra installs it: missing is worth a warning
                 logger.warning(
                     "tensorboard is not installed (pip install 'intraskill[train]'): no "
-                    "TensorBoard curves; %s is still written", path.name
+                    "TensorBoard curves; %s is still written",
+                    path.name,
                 )
 
     def lines(self) -> list[dict[str, Any]]:
