@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= dev,train
 
-.PHONY: setup demo run test lint mutate
+.PHONY: setup demo run test lint mutate deploy-smoke
 
 $(BIN)/intraskill: pyproject.toml
 	@echo "setup: $(VENV) with IntraSkill [$(EXTRAS)]; torch and transformers make a fresh install take several minutes"
@@ -29,6 +29,11 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check .
+
+# The dev overlay's rendered containers as local processes, one round with a gate (docs/deploy.md;
+# needs Postgres on 127.0.0.1:5432). Many minutes on 2 cores; the slow test runs the same.
+deploy-smoke: setup
+	$(BIN)/intraskill deploy smoke --overlay dev
 
 # Mutation testing (mutmut) of the rule-holding modules, one target at a time, each time-capped;
 # not part of `make test`. MUTATE="reward-text leak" picks targets; the report lands in

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("shared.report.cli", "a run's report: plots, gates, bank lineage, test table"),
     "bank": ("shared.operator.bank_cli", "operator: show, diff, history, rollback, promote banks"),
     "chunk": ("shared.operator.chunk_cli", "operator: show a chunk and its version history"),
+    "deploy": ("shared.deploy.cli", "deployment: run the rendered manifests locally (smoke)"),
 }
 
 

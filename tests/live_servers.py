@@ -2,7 +2,8 @@
 scratch databases for them. The evaluator, analyst, operator and registry tests share these.
 
     with scratch_database("postgres", tmp_path) as database_url:
-        with live_server(["registry", "serve"], {"DATABASE_URL": database_url}, log) as url:
+        with live_server(["registry", "serve", "--allow-owner"], {"DATABASE_URL": database_url},
+                         log) as url:
             ...
 """
 

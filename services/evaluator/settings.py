@@ -49,6 +49,11 @@ class EvaluatorSettings(BaseSettings):
     openai_base_url: str | None = None
     openai_model: str | None = None
     openai_api_key: SecretStr | None = None
+    load_checkpoint: bool = Field(
+        False,
+        description="load each job's checkpoint into the server at openai_base_url (vLLM dev "
+        "mode) and refuse to roll out unless its /weight_info then names that checkpoint",
+    )
 
     @field_validator("backend")
     @classmethod
@@ -64,6 +69,8 @@ class EvaluatorSettings(BaseSettings):
     def _backend_needs(self) -> EvaluatorSettings:
         if self.backend == "openai" and not (self.openai_base_url and self.openai_model):
             raise ValueError("backend openai needs EVALUATOR_OPENAI_BASE_URL and _OPENAI_MODEL")
+        if self.load_checkpoint and not self.openai_base_url:
+            raise ValueError("EVALUATOR_LOAD_CHECKPOINT needs EVALUATOR_OPENAI_BASE_URL")
         return self
 
     def registry_client(self):

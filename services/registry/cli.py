@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from datetime import UTC, datetime, timedelta
@@ -72,16 +73,38 @@ def serve(
     port: int = 8000,
     workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes")] = 1,
     migrate_first: Annotated[bool, typer.Option("--migrate/--no-migrate")] = True,
+    allow_owner: Annotated[
+        bool,
+        typer.Option(
+            "--allow-owner",
+            help="serve as a Postgres superuser or table owner (local runs only): such a role "
+            "can disable the append-only triggers",
+        ),
+    ] = False,
 ) -> None:
     """Serve the registry (default: an embedded SQLite file, migrated on start)."""
     import uvicorn
 
     from services.registry.migrate import upgrade
+    from services.registry.roles import owner_rights
     from shared.observability import uvicorn_logging
 
     settings = RegistrySettings()
     if migrate_first:
         upgrade(settings.database_url)
+    rights = owner_rights(settings.database_url)
+    if rights and not allow_owner:
+        typer.echo(
+            f"refusing to serve: {rights}, so it could disable the registry's append-only "
+            "triggers. Serve as the app role (`intraskill registry migrate --app-role ROLE` "
+            "grants it), or pass --allow-owner for a local run.",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if rights:
+        logging.getLogger("intraskill.registry").warning(
+            "serving with owner rights (--allow-owner): %s", rights
+        )
     if not settings.tokens:
         # Demo mode: no tokens configured, so mint an operator token for this run only. The
         # workers read settings from the environment, hence the variable.

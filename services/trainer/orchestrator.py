@@ -43,6 +43,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from services.trainer.config import TrainerConfig
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
+from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import LocalStack, StackError
 from services.trainer.metrics import MetricsLog, step_metrics
 from services.trainer.policy import Policy
@@ -659,9 +660,10 @@ class Run:
             job = self.analyst.compile_round(
                 body, idempotency_key=f"{self.run_id}:compile:{round_index}"
             )
-            done = self.analyst.wait(
-                job.id, timeout=self.config.gate.timeout_s, poll=self.config.gate.poll_s
-            )
+            with heartbeat(self.out):  # the liveness probe's sign of life while waiting
+                done = self.analyst.wait(
+                    job.id, timeout=self.config.gate.timeout_s, poll=self.config.gate.poll_s
+                )
         except AnalystError as error:
             if error.status_code == 0 or error.status_code >= 500:
                 raise _unavailable(
@@ -700,9 +702,10 @@ class Run:
             record["gate_job_id"] = job["id"]
             self.save_record()
             self.console.print(f"round {round_index}: gate job {job['id']} on {url}")
-            job = self.evaluator.wait(
-                job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s
-            )
+            with heartbeat(self.out):  # a 400-task gate outlasts the liveness window
+                job = self.evaluator.wait(
+                    job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s
+                )
         except EvaluatorError as error:
             if error.status_code == 0:
                 raise _unavailable("evaluator", url, error, "intraskill gate serve") from None

