@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.deploy.conftest import ROOT, kubectl, render
 from tests.deploy.test_k8s import (
-    CRD_SKIPPED,
+    CRDS,
     KUBERNETES_VERSION,
-    ROOT,
     containers,
-    kubectl,
     of_kind,
     pod_labels,
-    render,
+    validate_custom,
 )
 
 pytestmark = pytest.mark.skipif(kubectl is None, reason="needs kubectl (the dev extra)")
@@ -105,9 +104,10 @@ def test_monitoring_renders_and_validates(tree) -> None:
     import kubernetes_validate
 
     for doc in tree:
-        if doc["kind"] in CRD_SKIPPED or doc["kind"] in MONITOR_KINDS:
-            continue
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        if doc["kind"] in CRDS:
+            validate_custom(doc)
+        elif doc["kind"] not in MONITOR_KINDS:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
 
 
 def test_every_part_is_scraped_through_the_default_deny(tree) -> None:
