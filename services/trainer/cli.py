@@ -66,7 +66,9 @@ def run(
     metrics_port: Annotated[
         int | None,
         typer.Option(
-            envvar="TRAINER_METRICS_PORT", min=1, max=65535,
+            envvar="TRAINER_METRICS_PORT",
+            min=1,
+            max=65535,
             help="serve Prometheus /metrics (step time, episodes, reward, gates) on this port",
         ),
     ] = None,
