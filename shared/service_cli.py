@@ -29,10 +29,14 @@ def run_command(app: typer.Typer, argv: list[str], prog_name: str) -> int:
     return 0
 
 
-def serve_app(service: str, factory: str, *, registry_url: str, host: str, port: int) -> None:
+def serve_app(
+    service: str, factory: str, *, registry_url: str, host: str, port: int, json_logs: bool
+) -> None:
     """Serve `factory` ("package.module:create_app") with uvicorn; settings were validated by
     the caller, so a bad setting stops the start rather than the first job."""
     import uvicorn
 
+    from shared.observability import uvicorn_logging
+
     typer.echo(f"{service} on http://{host}:{port}/docs  registry {registry_url}")
-    uvicorn.run(factory, factory=True, host=host, port=port)
+    uvicorn.run(factory, factory=True, host=host, port=port, **uvicorn_logging(json_logs))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -100,8 +101,12 @@ def _interrupted(job: Job) -> bool:
 
 
 class JobStore:
-    def __init__(self, root: Path, *, max_workers: int = 1, name: str = "service") -> None:
-        """`name` prefixes the worker threads' names (which service's jobs they run)."""
+    def __init__(
+        self, root: Path, *, max_workers: int = 1, name: str = "service", metrics=None
+    ) -> None:
+        """`name` prefixes the worker threads' names (which service's jobs they run);
+        `metrics` (a `shared.observability.ServiceMetrics`) counts and times finished jobs."""
+        self.metrics = metrics
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._jobs: dict[str, Job] = {}
@@ -157,14 +162,21 @@ class JobStore:
 
     def _run(self, job: Job, work: Work) -> None:
         self.update(job.id, status="running", started_at=now())
+        started = time.monotonic()
         try:
             result = work(JobContext(self, job))
         except Exception as error:  # a job's failure is its result; the service goes on
             detail = f"{type(error).__name__}: {error}"
             (self.folder(job.id) / "traceback.txt").write_text(traceback.format_exc())
             self.update(job.id, status="failed", error=detail, finished_at=now())
+            self._count(job, "failed", started)
             return
         self.update(job.id, status="succeeded", result=result, finished_at=now())
+        self._count(job, "succeeded", started)
+
+    def _count(self, job: Job, outcome: str, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.job_done(job.kind, outcome, time.monotonic() - started)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:

@@ -26,6 +26,7 @@ from shared.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
+from shared.observability import instrument
 from shared.registry_api.client import RegistryClient
 from shared.service_jobs import JobStore, now
 
@@ -46,13 +47,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.jobs = JobStore(
-            settings.data_dir / "jobs", max_workers=settings.max_workers, name="analyst"
-        )
+            settings.data_dir / "jobs", max_workers=settings.max_workers, name="analyst",
+            metrics=app.state.metrics,
+        )  # fmt: skip
         app.state.groups = GroupStore(settings.data_dir)
         yield
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill analyst", version="1", lifespan=lifespan)
+    instrument(app, "analyst")
 
     def jobs(request: Request) -> JobStore:
         return request.app.state.jobs

@@ -80,7 +80,7 @@ def serve(host: str = "127.0.0.1", port: int = 8200) -> None:
     settings = AnalystSettings()  # validated now: a bad setting stops the start, not a job
     serve_app(
         "analyst", "services.analyst.app:create_app",
-        registry_url=settings.registry_url, host=host, port=port,
+        registry_url=settings.registry_url, host=host, port=port, json_logs=settings.json_logs,
     )  # fmt: skip
 
 

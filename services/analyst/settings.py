@@ -19,6 +19,7 @@ class AnalystSettings(BaseSettings):
     evaluator_url: str = Field("http://127.0.0.1:8100", description="evaluator (Gate A)")
     data_dir: Path = Field(Path("runs") / "analyst", description="groups, jobs, traces")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once")
+    json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
 
     env_preset: str = Field("cpu", description="ShopSim preset when a job names none")
     env_path: str | None = Field(None, description="a ShopSim world folder; overrides presets")

@@ -38,6 +38,7 @@ from services.evaluator.service import (
 )
 from services.evaluator.settings import EvaluatorSettings
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.observability import instrument
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.service_jobs import JobPublic, JobStore
 
@@ -127,12 +128,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.jobs = JobStore(
-            settings.jobs_dir, max_workers=settings.max_workers, name="evaluator"
-        )
+            settings.jobs_dir, max_workers=settings.max_workers, name="evaluator",
+            metrics=app.state.metrics,
+        )  # fmt: skip
         yield
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
+    instrument(app, "evaluator")
 
     def select_tasks(split: str, task_ids: list[str] | None, n_tasks: int | None) -> list[str]:
         try:

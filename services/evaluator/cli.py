@@ -247,7 +247,7 @@ def serve(
     settings = EvaluatorSettings()  # validated now: a bad setting stops the start, not a job
     serve_app(
         "evaluator", "services.evaluator.app:create_app",
-        registry_url=settings.registry_url, host=host, port=port,
+        registry_url=settings.registry_url, host=host, port=port, json_logs=settings.json_logs,
     )  # fmt: skip
 
 

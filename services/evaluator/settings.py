@@ -21,6 +21,7 @@ class EvaluatorSettings(BaseSettings):
     registry_token: SecretStr | None = Field(None, description="bearer token, evaluator role")
     jobs_dir: Path = Field(Path("runs") / "evaluator", description="job state, records, reports")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once (one per accelerator)")
+    json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
 
     mask_seed: int = Field(DEFAULT_MASK_SEED, ge=0, le=2**62)
     budget: int = Field(DEFAULT_BUDGET, ge=1, le=64, description="K, chunks kept at most")

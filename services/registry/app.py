@@ -11,6 +11,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from sqlalchemy import Engine
+from sqlalchemy.pool import QueuePool
 
 from services.registry.aliases.routes import router as aliases_router
 from services.registry.audit.routes import router as audit_router
@@ -34,6 +35,7 @@ from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
 from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
+from shared.observability import ServiceMetrics, instrument
 from shared.registry_api.schemas import MAX_JSON_DEPTH
 
 API_PREFIX = "/v1"
@@ -67,6 +69,16 @@ def _publish_roles(router: APIRouter) -> None:
             roles = _roles_of(route.dependant)
             if roles is not None:
                 route.openapi_extra = {**(route.openapi_extra or {}), "x-roles": roles}
+
+
+def _watch_pool(metrics: ServiceMetrics, prefix: str, engine: Engine) -> None:
+    """Gauges of `engine`'s connection pool, read at scrape time."""
+    pool = engine.pool
+    if not isinstance(pool, QueuePool):  # other pools keep no count to show
+        return
+    metrics.gauge_from(f"{prefix}_size", "connections kept open", pool.size)
+    metrics.gauge_from(f"{prefix}_checked_out", "connections in use", pool.checkedout)
+    metrics.gauge_from(f"{prefix}_overflow", "connections opened past the size", pool.overflow)
 
 
 def create_app(settings: RegistrySettings | None = None) -> FastAPI:
@@ -115,6 +127,11 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     app.add_middleware(StandardHeaders)  # added last: outermost, so every answer has them
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
+    # outermost: it times the fast path and the body limit too
+    metrics = instrument(app, "registry")
+    _watch_pool(metrics, "db_pool", engine)
+    if write_engine is not engine:
+        _watch_pool(metrics, "db_write_pool", write_engine)
 
     # Flat: each domain router straight onto the app (nesting costs route-matching time), the
     # hot frozen-bank routes first.

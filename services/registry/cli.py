@@ -87,6 +87,7 @@ def serve(
 
     from services.registry.migrate import upgrade
     from services.registry.roles import owner_rights
+    from shared.observability import uvicorn_logging
 
     settings = RegistrySettings()
     if migrate_first:
@@ -123,6 +124,7 @@ def serve(
         loop="uvloop",
         log_level="warning",
         access_log=False,
+        **uvicorn_logging(settings.json_logs),
     )
 
 

@@ -86,6 +86,7 @@ class RegistrySettings(BaseSettings):
     max_body_bytes: int = Field(
         default=1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
     )
+    json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
     bank_cache_size: int = Field(default=512, ge=0, le=100_000)
     frozen_bank_fast_path: bool = Field(
         default=True,

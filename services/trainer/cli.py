@@ -59,12 +59,22 @@ def run(
         typer.Option(help="S_0: a frozen bank id or an alias (default: the gate alias)"),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TRAINER_METRICS_PORT",
+            min=1,
+            max=65535,
+            help="serve Prometheus /metrics (step time, episodes, reward, gates) on this port",
+        ),
+    ] = None,
 ) -> None:
     """Train: rounds of rollout steps, each interval ending with a checkpoint and a gate.
 
     Rerunning the same command resumes from the last checkpoint in OUT.
     """
     from services.trainer.config import ConfigError, TrainerConfig
+    from services.trainer.exporter import serve_run_metrics
     from services.trainer.orchestrator import RunError, ServiceUrls, train
 
     try:
@@ -72,6 +82,8 @@ def run(
     except (ConfigError, OSError) as error:
         print(f"intraskill train run: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
+    if metrics_port is not None:
+        serve_run_metrics(out, metrics_port)
     urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
     try:
         train(settings, out, urls=urls, initial_bank=initial_bank, config_path=config)

@@ -8,6 +8,7 @@ generated and admitted and how many optimizer updates ran, so totals are sums of
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from services.trainer.policy import UpdateStats
 from services.trainer.step import StepOutcome
 from services.trainer.treatments import CurriculumState
+
+logger = logging.getLogger(__name__)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -116,8 +119,12 @@ class MetricsLog:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self.writer = SummaryWriter(str(path.parent / "tensorboard"))
-            except ImportError:  # tensorboard is optional; the JSONL is the record
-                self.writer = None
+            except ImportError:  # the train extra installs it: missing is worth a warning
+                logger.warning(
+                    "tensorboard is not installed (pip install 'intraskill[train]'): no "
+                    "TensorBoard curves; %s is still written",
+                    path.name,
+                )
 
     def lines(self) -> list[dict[str, Any]]:
         if not self.path.is_file():

@@ -18,8 +18,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.registry.banks.routes import IMMUTABLE
 from services.registry.concurrency import etag_matches
 from services.registry.errors import Unauthorized
+from shared.observability import ROUTE_TEMPLATE_KEY
 from shared.registry_api.schemas import MAX_ID
 
+ROUTE_TEMPLATE = "/v1/banks/{bank_id}"
 _PATH = re.compile(r"/v1/banks/([1-9][0-9]{0,9})")
 
 
@@ -55,6 +57,7 @@ class FrozenBankFastPath:
         except Unauthorized:
             return False  # the route answers 401 with its usual body and headers
         headers = [(b"etag", cached.etag.encode()), (b"cache-control", IMMUTABLE.encode())]
+        scope[ROUTE_TEMPLATE_KEY] = ROUTE_TEMPLATE  # counted as the route it stands in for
         if etag_matches(if_none_match, cached.etag):
             await send({"type": "http.response.start", "status": 304, "headers": headers})
             await send({"type": "http.response.body", "body": b""})

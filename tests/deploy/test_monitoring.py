@@ -1,0 +1,122 @@
+"""The `monitoring` kustomize component, rendered into each overlay: every monitor scrapes a
+port that exists on what it selects, the trainer's metrics port is switched on, and Prometheus
+(from its labelled namespace) is let through the default-deny to exactly those ports."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.conftest import ROOT, kubectl, render
+from tests.deploy.test_k8s import (
+    CRDS,
+    KUBERNETES_VERSION,
+    containers,
+    of_kind,
+    pod_labels,
+    validate_custom,
+)
+
+pytestmark = pytest.mark.skipif(kubectl is None, reason="needs kubectl (the dev extra)")
+# prometheus-operator's resources: their schema is the operator's CRD, not vendored here; the
+# checks below hold them to what Prometheus needs instead.
+MONITOR_KINDS = {"ServiceMonitor", "PodMonitor"}
+PROMETHEUS_NAMESPACE = {"intraskill.io/monitoring": "true"}
+SERVICES = {"registry", "evaluator", "analyst"}
+
+
+def with_monitoring(tmp: Path, overlay: str) -> Path:
+    """A copy of the tree whose overlay also lists the monitoring component."""
+    copy = tmp / overlay / "deploy"
+    shutil.copytree(ROOT / "deploy", copy)
+    kustomization = copy / "k8s" / "overlays" / overlay / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "components:\n" in text, "the overlay lists no components"
+    text = text.replace("components:\n", "components:\n  - ../../components/monitoring\n", 1)
+    kustomization.write_text(text)
+    return kustomization.parent
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def tree(request, tmp_path_factory) -> list[dict]:
+    return render(with_monitoring(tmp_path_factory.mktemp("monitoring"), request.param))
+
+
+def matches(selector: dict, labels: dict[str, str]) -> bool:
+    return selector.get("matchLabels", {}).items() <= labels.items() and all(
+        labels.get(e["key"]) in e["values"] for e in selector.get("matchExpressions", [])
+    )
+
+
+def scrape_targets(docs: list[dict]) -> dict[str, tuple[dict[str, str], int]]:
+    """Each monitored app: its pod labels and the container port Prometheus will scrape."""
+    targets = {}
+    services = of_kind(docs, "Service").values()
+    workloads = [doc for doc in docs if pod_labels(doc)]
+    for monitor in of_kind(docs, "ServiceMonitor").values():
+        selected = [
+            s for s in services if matches(monitor["spec"]["selector"], s["metadata"]["labels"])
+        ]
+        assert len(selected) == 1, monitor["metadata"]["name"]
+        service = selected[0]
+        endpoint = monitor["spec"]["endpoints"][0]
+        assert endpoint["path"] == "/metrics"
+        port = next(p for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
+        pods = [
+            d
+            for d in workloads
+            if matches({"matchLabels": service["spec"]["selector"]}, pod_labels(d)[0])
+        ]
+        assert pods, f"service {service['metadata']['name']} selects no pod"
+        targets[monitor["metadata"]["name"]] = (pod_labels(pods[0])[0], port["port"])
+    for monitor in of_kind(docs, "PodMonitor").values():
+        endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+        assert endpoint["path"] == "/metrics"
+        pods = [d for d in workloads if matches(monitor["spec"]["selector"], pod_labels(d)[0])]
+        assert pods, f"pod monitor {monitor['metadata']['name']} selects no pod"
+        _, _, container = next(containers(pods[0]))
+        port = next(p for p in container.get("ports", []) if p["name"] == endpoint["port"])
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        # the process listens where the port says: the trainer reads TRAINER_METRICS_PORT
+        assert env.get("TRAINER_METRICS_PORT") == str(port["containerPort"])
+        targets[monitor["metadata"]["name"]] = (pod_labels(pods[0])[0], port["containerPort"])
+    return targets
+
+
+def admitted_from_prometheus(policies: list[dict], labels: dict[str, str], port: int) -> bool:
+    """Whether some policy selecting these pods admits the Prometheus namespace on `port`."""
+    for policy in policies:
+        if not matches(policy["spec"]["podSelector"], labels):
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            ports = {p["port"] for p in rule.get("ports", [])}
+            for peer in rule.get("from", []):
+                selector = peer.get("namespaceSelector")
+                only_namespace = selector is not None and "podSelector" not in peer
+                if only_namespace and port in ports and matches(selector, PROMETHEUS_NAMESPACE):
+                    return True
+    return False
+
+
+def test_monitoring_renders_and_validates(tree) -> None:
+    import kubernetes_validate
+
+    for doc in tree:
+        if doc["kind"] in CRDS:
+            validate_custom(doc)
+        elif doc["kind"] not in MONITOR_KINDS:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_every_part_is_scraped_through_the_default_deny(tree) -> None:
+    targets = scrape_targets(tree)
+    assert set(targets) == SERVICES | {"trainer"}
+    policies = list(of_kind(tree, "NetworkPolicy").values())
+    for name, (labels, port) in targets.items():
+        assert admitted_from_prometheus(policies, labels, port), name
+    # the scrape policy admits the Prometheus namespace only, not every pod beside it
+    scrape = of_kind(tree, "NetworkPolicy")["prometheus-scrape"]
+    peers = [peer for rule in scrape["spec"]["ingress"] for peer in rule["from"]]
+    assert all(set(peer) == {"namespaceSelector"} for peer in peers)
