@@ -89,7 +89,7 @@ def one_run(config: TrainerConfig, model_path: Path, run: int) -> dict[str, Any]
     policy = Policy.load(model_path, config, temperature=decoding.temperature)
     bare_model = copy.deepcopy(policy.accelerator.unwrap_model(policy.model))
     backend = TransformersBackend(
-        policy.model, policy.tokenizer, model_id=config.model, checkpoint_id=f"bench-{run}"
+        policy.sampling_model, policy.tokenizer, model_id=config.model, checkpoint_id=f"bench-{run}"
     )
     rollout = RolloutConfig(
         decoding=decoding,

@@ -87,10 +87,15 @@ def next_command() -> tuple[str, tuple]:
 
 
 def rank_share(batches: list[list[int]]) -> list[list[int] | None]:
-    """This rank's micro-batches (every size-th, from its rank), padded with None so that every
-    rank runs the same number of forwards and backwards (each is a collective under DDP/FSDP)."""
-    rank, size = world()
-    mine: list[list[int] | None] = list(batches[rank::size])
+    """This process's `share_of` the step's micro-batches."""
+    return share_of(batches, *world())
+
+
+def share_of(batches: list[Any], rank: int, size: int) -> list[Any]:
+    """Rank `rank`'s micro-batches out of `size` ranks (every size-th, from its rank), padded
+    with None so that every rank runs the same number of forwards and backwards (each is a
+    collective under DDP/FSDP)."""
+    mine: list[Any] = list(batches[rank::size])
     return mine + [None] * (-(-len(batches) // size) - len(mine))
 
 

@@ -38,7 +38,12 @@ def gate_round(context: RunContext, state: dict[str, Any]) -> None:
         record["gate_job_id"] = job["id"]
         context.record.save()
         context.console.print(f"round {round_index}: gate job {job['id']} on {url}")
-        job = evaluator.wait(job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s)
+        job = evaluator.wait(
+            job["id"],
+            poll=config.gate.poll_s,
+            timeout=config.gate.timeout_s,
+            progress=lambda _: context.heartbeat(),
+        )
     except EvaluatorError as error:
         if error.status_code == 0:
             raise unavailable("evaluator", url, error, "intraskill gate serve") from None

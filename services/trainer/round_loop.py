@@ -5,6 +5,7 @@ group indices and treatments."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -59,12 +60,14 @@ def train_round(
             all_wrong += [(line["step"], group) for group in generated if group.all_wrong]
             metrics.append(line)
             state["metrics_lines"] += 1
-            progress.update(
-                bar,
-                advance=1,
-                description=f"round {round_index} step {line['step']}: reward "
-                f"{line['reward'] or 0:.3f} loss {line['loss']:+.4f}",
+            context.heartbeat()
+            summary = (
+                f"round {round_index} step {line['step']}: reward {line['reward'] or 0:.3f} "
+                f"loss {line['loss']:+.4f}"
             )
+            progress.update(bar, advance=1, description=summary)
+            if not sys.stdout.isatty():  # logs (kubectl logs, files): one plain line per step
+                print(summary, flush=True)
     try:
         pin_bank(registry, bank.id, bank.content_hash)  # the bank never changes inside an interval
     except Unavailable as error:

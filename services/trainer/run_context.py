@@ -101,6 +101,11 @@ class RunContext:
     def load_state(self) -> dict[str, Any] | None:
         return read_json(self.out / STATE_FILE)
 
+    def heartbeat(self) -> None:
+        """Touch the run folder: a liveness probe ("the folder changed in the last 90 min")
+        then sees a run that trains or waits on a long gate as alive."""
+        os.utime(self.out)
+
     def registry_unavailable(self, error: Exception) -> RunError:
         url = self.record.service_url("registry")
         return unavailable("registry", url, error, "intraskill registry serve")

@@ -5,6 +5,8 @@ of them can, the gate has not completed and S_t stays (the method's rule)."""
 
 from __future__ import annotations
 
+import os
+import time
 from types import SimpleNamespace
 
 import httpx
@@ -141,3 +143,25 @@ def test_the_client_reads_the_types_of_a_422():
     assert refused.value.status_code == 422
     assert refused.value.error_types == {DESIGN_NOT_IDENTIFIED}
     client.close()
+
+
+class PollingEvaluatorDouble(RecordingEvaluatorDouble):
+    """An evaluator TEST DOUBLE whose gate runs for 'hours': the run folder's mtime is set to
+    1970 before the trainer's first poll, and read right after it."""
+
+    def __init__(self, folder) -> None:
+        super().__init__()
+        self.folder, self.mtime_after_poll = folder, None
+
+    def wait(self, job_id, progress=None, **_):
+        os.utime(self.folder, (0, 0))
+        if progress is not None:
+            progress({"id": job_id, "status": "running"})
+        self.mtime_after_poll = self.folder.stat().st_mtime
+        return super().wait(job_id)
+
+
+def test_the_run_folder_shows_life_while_the_trainer_waits_on_a_gate(tmp_path):
+    evaluator = PollingEvaluatorDouble(tmp_path)
+    a_run(tmp_path, 2, [11], evaluator=evaluator)
+    assert evaluator.mtime_after_poll > time.time() - 60  # a probe "changed in 90 min" passes

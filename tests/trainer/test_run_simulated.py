@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -120,6 +121,9 @@ def interrupted_then_resumed(path, out, config: TrainerConfig, *extra: str) -> N
     done = run_train(path, out, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" in done.stderr
+    # stdout is not a terminal: one plain line per step redone, each once
+    redone = re.findall(r"^round \d+ step (\d+): reward", done.stdout, re.MULTILINE)
+    assert redone == [str(s) for s in range(config.steps_per_round + 1, config.total_steps + 1)]
 
 
 def test_an_unreachable_registry_stops_the_run_with_what_to_restart(tmp_path):
