@@ -16,7 +16,7 @@ from services.trainer.local_stack import StackError
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
-from shared.registry_api.client import NotFound, RegistryClient
+from shared.registry_api.client import RegistryClient
 
 MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)
 
@@ -161,7 +161,7 @@ def admit_without_gate(context: RunContext, state: dict[str, Any], record: dict[
         if operator.bank_summary(new.id).status.value == "draft":
             operator.freeze_bank(new.id, idempotency_key=f"{key}:freeze")
         reason = f"no-gate ablation, round {round_index}"
-        _point_alias(operator, context.config.gate.alias, new.id, reason)
+        operator.point_alias(context.config.gate.alias, new.id, reason=reason)
     finally:
         operator.close()
     record.update(
@@ -173,16 +173,6 @@ def admit_without_gate(context: RunContext, state: dict[str, Any], record: dict[
     context.record.save()
     state.update(round=round_index + 1, phase="train", bank_id=new.id)
     context.save_state(state)
-
-
-def _point_alias(operator: RegistryClient, alias: str, bank_id: int, reason: str) -> None:
-    try:
-        current = operator.get_alias(alias)
-    except NotFound:
-        operator.create_alias(alias, bank_id, reason=reason)
-        return
-    if current.bank_id != bank_id:
-        operator.move_alias(alias, bank_id, reason=reason, if_match=current.etag)
 
 
 def _known_gate_job(context: RunContext, job_id: str | None) -> dict[str, Any] | None:

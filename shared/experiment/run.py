@@ -177,20 +177,9 @@ class Experiment(Demo):
             bank_id = bank.id
         if not (self.run_dir / "runs" / spec.name / "train" / "state.json").exists():
             # a started run's gates move its alias; only a fresh run points it at the start
-            self._point_alias(spec.alias, bank_id, f"experiment {self.run_id}: {spec.name}")
+            reason = f"experiment {self.run_id}: {spec.name}"
+            registry.point_alias(spec.alias, bank_id, reason=reason)
         return bank_id
-
-    def _point_alias(self, name: str, bank_id: int, reason: str) -> None:
-        from shared.registry_api.client import NotFound
-
-        registry = self._registry("operator")
-        try:
-            alias = registry.get_alias(name)
-        except NotFound:
-            registry.create_alias(name, bank_id, reason=reason)
-            return
-        if alias.bank_id != bank_id:
-            registry.move_alias(name, bank_id, reason=reason, if_match=alias.etag)
 
     # ------------------------------------------------------------------ test and confirm
 

@@ -437,6 +437,16 @@ class RegistryClient(RetryingClient):
             "PUT", f"/v1/aliases/{name}", AliasPublic, _dump(body), headers={"If-Match": if_match}
         )
 
+    def point_alias(self, name: str, bank_id: int, *, reason: str) -> None:
+        """Create the alias at `bank_id`, or move it there (compare-and-set) unless it is there."""
+        try:
+            current = self.get_alias(name)
+        except NotFound:
+            self.create_alias(name, bank_id, reason=reason)
+            return
+        if current.bank_id != bank_id:
+            self.move_alias(name, bank_id, reason=reason, if_match=current.etag)
+
     def rollback_alias(
         self, name: str, *, reason: str, bank_id: int | None = None, if_match: str | None = None
     ) -> AliasPublic:
