@@ -45,14 +45,15 @@ def world(registry_url):
     evaluator.freeze_bank(bank.id)
     alias = f"cur-{tag}"
     evaluator.create_alias(alias, bank.id, reason="test setup")
-    card = analyst.create_card(card_body(round_number))
+    # one card per candidate: the registry lets a card back one candidate per round
+    cards = [analyst.create_card(card_body(round_number)) for _ in range(2)]
     add = analyst.create_candidate(
         {"round": round_number, "operation": "ADD", "slug": f"n1-{tag}",
-         "content": content(f"n1-{tag}"), "source_card_ids": [card.id]}
+         "content": content(f"n1-{tag}"), "source_card_ids": [cards[0].id]}
     )  # fmt: skip
     rewrite = analyst.create_candidate(
         {"round": round_number, "operation": "REWRITE", "target_chunk_id": chunks["c1"].id,
-         "content": content(f"c1-rewrite-{tag}"), "source_card_ids": [card.id]}
+         "content": content(f"c1-rewrite-{tag}"), "source_card_ids": [cards[1].id]}
     )  # fmt: skip
     ids = {
         "c1": f"c1-{tag}@1", "c1_new": f"c1-{tag}@{rewrite.version}", "c2": f"c2-{tag}@1",
