@@ -34,14 +34,16 @@ class RouteRecorder:
         await self.app(scope, receive, send)
         route = scope.get("route")
         if scope["type"] == "http" and route is not None:
-            # The matched route is the domain router's own; the app mounts those under /v1.
-            self.hits.add((scope["method"], "/v1" + route.path))
+            # A domain router's route is its own path, mounted under /v1; the app's own carry it.
+            path = route.path if route.path.startswith("/v1/") else "/v1" + route.path
+            self.hits.add((scope["method"], path))
 
 
 def test_every_operation_has_a_client_method(app):
     recorder = RouteRecorder(app)
     with serve(recorder) as url:
         ops = RegistryClient(url, TOKENS[Role.operator])
+        assert ops.whoami()["role"] == Role.operator.value  # the token's own role
         chunk = ops.create_chunk(
             "query-zh", ChunkContent(**CHINESE_CHUNK), source=ChunkSource.cold_start
         )
