@@ -15,29 +15,9 @@ from services.trainer.gate_round import gate_round
 from services.trainer.orchestrator import Run, RunError, ServiceUrls
 from services.trainer.run_context import RunContext
 from services.trainer.service_lifecycle import ServiceClients
-from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
+from tests.evaluator.gate_service_support import card_body, content
 from tests.operator.live_registry import live_registry
-
-
-def content(tag: str) -> ChunkContent:
-    return ChunkContent(
-        title=f"Check the size first ({tag})",
-        applies_when="the task names a size",
-        procedure=["open the item", f"select the size ({tag})"],
-        verify="the size is selected",
-        avoid="buying before choosing a size",
-    )
-
-
-def card_body() -> dict:
-    """An eligible ADD card with a placeholder deployable part (no gold in it)."""
-    deployable = {
-        "failure_mechanism": "m", "applicable_when": "a", "observable_trigger": "t",
-        "corrective_procedure": "p", "verification_step": "v",
-    }  # fmt: skip
-    return {"round": 0, "task_id": "task-000001", "outcome": "ADD", "eligible": True,
-            "deployable": deployable}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +36,7 @@ def world(registry) -> dict:
     )
     ops.freeze_bank(bank.id)
     ops.create_alias(f"exp-{tag}", bank.id, reason="test setup")
-    cards = [ops.create_card(card_body()), ops.create_card(card_body())]
+    cards = [ops.create_card(card_body(0)), ops.create_card(card_body(0))]
     add = ops.create_candidate(
         {"round": 0, "operation": "ADD", "slug": f"n-{tag}", "content": content(f"n-{tag}"),
          "source_card_ids": [cards[0].id]}
