@@ -188,3 +188,13 @@ def test_write_controls_are_drawn_for_operators_only(world):
         pages = client.get(f"/banks/{final}").text + client.get("/banks").text
         assert ('action="/aliases/' in pages) is drawn, role
         assert (f'action="/banks/{final}/retire"' in pages) is drawn, role
+
+
+def test_findings_name_the_gold_for_operators_and_stay_withheld_from_readers(world):
+    """The registry withholds what the firewall matched from every card list; the console shows
+    it to the roles that may read a card's privileged audit, on the queue and on the card."""
+    gold = "Studio Pro Wireless Headphones"  # the blocked card's finding in live_console's world
+    operator, reader = logged_in(world, "operator"), logged_in(world, "reader")
+    for path in ("/review", f"/cards/{world.review.blocked_card}"):
+        assert gold in operator.get(path).text, path
+        assert gold not in reader.get(path).text, path

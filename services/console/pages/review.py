@@ -27,7 +27,17 @@ def review_queue(
         round = max(rounds, default=0)
     candidates = registry.list_candidates(round=round)
     cards = registry.list_cards(round=round)
-    return render(request, "review.html", session, round=round, candidates=candidates, cards=cards)
+    # The registry withholds what the firewall matched from every list; the privileged roles
+    # read it from each blocked card's audit, one request per blocked card.
+    findings = {
+        card.id: registry.get_card_audit(card.id).firewall_findings
+        for card in cards
+        if card.firewall_findings and session.sees_privileged_audit
+    }
+    return render(
+        request, "review.html", session,
+        round=round, candidates=candidates, cards=cards, findings=findings,
+    )
 
 
 @router.get("/cards/{card_id}")
