@@ -33,6 +33,8 @@ from urllib.parse import unquote
 
 from text_to_num import alpha2digit
 
+from shared.chinese_numerals import arabic_numerals
+
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
 MIN_TERM_CHARS = {
     "title": 6, "brand": 3, "option": 6, "model_number": 5, "product_id": 4,
@@ -159,7 +161,7 @@ _AMOUNT = re.compile(
     r"(?P<before>(?:us\$|\$|usd|eur|€|£|¥|rmb|cny)\s?)?"
     r"(?<![\d.,])(?P<number>\d{1,3}(?:[,.]\d{3})+|\d+)(?:[.,](?P<cents>\d{1,2}))?(?![\d])"
     r"(?![.,]\d)"
-    r"(?P<after>\s?(?:dollars?|bucks|usd|元|块)(?:\s(?:and\s)?(?P<word_cents>\d{1,2})\s?cents?)?)?"
+    r"(?P<after>\s?(?:dollars?|bucks|usd|元|圆|块)(?:\s(?:and\s)?(?P<word_cents>\d{1,2})\s?cents?)?)?"
     r"(?P<percent>\s?(?:%|percent))?"
 )
 MAX_DECODE_ROUNDS = 3
@@ -362,9 +364,9 @@ def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:
 
 def _price_findings(views: _Views, price: float) -> list[LeakFinding]:
     """The gold price as any amount equal to it: `$348.00`, `348,00`, `USD 348`, `348`, "three
-    hundred forty-eight dollars". A bare integer counts from MIN_BARE_PRICE_DIGITS digits;
-    a percentage is never a price."""
-    text = alpha2digit(views.norm, "en")  # number words to digits
+    hundred forty-eight dollars", 三百四十八元, 叁佰肆拾捌 (full-width digits are NFKC's). A bare
+    integer counts from MIN_BARE_PRICE_DIGITS digits; a percentage is never a price."""
+    text = alpha2digit(arabic_numerals(views.norm), "en")  # Chinese numerals, number words
     return [
         LeakFinding("gold_price", match.group(0).strip())
         for match in _AMOUNT.finditer(text)

@@ -5,7 +5,9 @@
 
 `run` uses the registry (EVALUATOR_REGISTRY_URL / _TOKEN) for checkpoints and banks and the
 agent runtime (EVALUATOR_BACKEND, ...) for rollouts; it writes plan.json, records.jsonl,
-evaluation.json and evaluation.png to --out.
+evaluation.json and evaluation.png to --out. Like the demo's test, it also evaluates base/bare a
+second time under other sampling seeds (`--aa-of` picks another condition, `--no-aa` none): the
+A/A row, the noise floor the other differences are read against.
 """
 
 from __future__ import annotations
@@ -19,11 +21,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.evaluator.evaluation import METRIC_NAMES, plot_report, report_from_folder
+from services.evaluator.evaluation import (
+    METRIC_NAMES,
+    PAPER_CONDITIONS,
+    plot_report,
+    report_from_folder,
+)
+from shared.noise_floor import aa_condition, comparison_label
 from shared.service_cli import command_group, run_command
 
 app = command_group(
-    "evaluate", "Test-set evaluation: base/bare, base/S0, trained/bare, trained/S_T."
+    "evaluate",
+    "Test-set evaluation: base/bare, base/S0, trained/bare, trained/S_T, and an A/A copy.",
 )
 SHOWN = ("r_strict", "r_success", "r_loose", "steps", "protocol_error_rate", "tokens_per_turn")
 
@@ -58,7 +67,7 @@ def print_report(report: dict[str, Any]) -> None:
             cells.append(f"{d['estimate']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]")
         flips = comparison["flips"]
         table.add_row(
-            f"{comparison['a']} - {comparison['b']}",
+            comparison_label(comparison),
             *cells,
             f"{flips['fail_to_success']} / {flips['success_to_fail']}",
         )
@@ -89,6 +98,24 @@ def report(
         print_report(result)
 
 
+def evaluation_conditions(
+    *, base: str, trained: str, s0_bank: int, final: dict[str, Any], aa_of: str | None
+) -> list[dict[str, Any]]:
+    """The eval job's conditions: the four, then the A/A copy of `aa_of` (None: no copy)."""
+    conditions = [
+        {"name": "base/bare", "checkpoint_id": base},
+        {"name": "base/S0", "checkpoint_id": base, "bank_id": s0_bank},
+        {"name": "trained/bare", "checkpoint_id": trained},
+        {"name": "trained/S_T", "checkpoint_id": trained, **final},
+    ]
+    if aa_of is None:
+        return conditions
+    by_name = {condition["name"]: condition for condition in conditions}
+    if aa_of not in by_name:
+        raise ValueError(f"the A/A row repeats one of {', '.join(by_name)}, not {aa_of!r}")
+    return [*conditions, aa_condition(by_name[aa_of])]
+
+
 @app.command()
 def run(
     base: Annotated[str, typer.Option(help="checkpoint id of the base model")],
@@ -101,8 +128,17 @@ def run(
     out: Annotated[Path, typer.Option(help="output folder")] = Path("runs/evaluator/eval-local"),
     resamples: Annotated[int | None, typer.Option(min=100)] = None,
     seed: Annotated[int | None, typer.Option()] = None,
+    aa: Annotated[
+        bool,
+        typer.Option(
+            help="add the A/A row: one condition evaluated again under other sampling seeds"
+        ),
+    ] = True,
+    aa_of: Annotated[
+        str, typer.Option(help=f"the condition the A/A row repeats: {', '.join(PAPER_CONDITIONS)}")
+    ] = "base/bare",
 ) -> None:
-    """Run the four conditions on the test split in this process, then report."""
+    """Run the four conditions and the A/A copy on the test split in this process, then report."""
     from services.evaluator.app import select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
@@ -110,15 +146,16 @@ def run(
     from services.evaluator.settings import EvaluatorSettings
     from shared.service_jobs import LocalContext
 
-    settings = EvaluatorSettings()
     final = {"bank_id": final_bank} if final_bank is not None else {"bank_alias": final_alias}
+    try:
+        conditions = evaluation_conditions(
+            base=base, trained=trained, s0_bank=s0_bank, final=final, aa_of=aa_of if aa else None
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--aa-of") from None
+    settings = EvaluatorSettings()
     body = EvalJobCreate(
-        conditions=[
-            {"name": "base/bare", "checkpoint_id": base},
-            {"name": "base/S0", "checkpoint_id": base, "bank_id": s0_bank},
-            {"name": "trained/bare", "checkpoint_id": trained},
-            {"name": "trained/S_T", "checkpoint_id": trained, **final},
-        ],
+        conditions=conditions,
         split=split,
         n_tasks=n_tasks,
         resamples=resamples,

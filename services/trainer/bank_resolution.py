@@ -1,8 +1,8 @@
 """Which frozen bank a round trains on, and the curriculum it implies.
 
 S_0 is the bank given by id or alias (the gate alias by default); a fresh local registry with no
-such alias gets a STAND-IN S_0 (in place of the cold start and Gate A). Each round pins its bank:
-frozen, and with the hash it had when the round began.
+such alias gets a STAND-IN S_0 (`shared/standin_s0.py`, in place of the cold start and Gate A).
+Each round pins its bank: frozen, and with the hash it had when the round began.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 from services.trainer.ablations import unmasked
 from services.trainer.config import TrainerConfig
 from services.trainer.run_context import RunContext, RunError
-from services.trainer.treatments import CurriculumChunk, CurriculumState, rho_from_coefficients
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.hashing import hash_uniform
+from services.trainer.treatments import CurriculumChunk, CurriculumState
+from shared.chunks import InjectedChunk
+from shared.inclusion import rho_from_coefficients
 from shared.registry_api.client import NotFound, RegistryClient
 from shared.registry_api.schemas import BankPublic
+from shared.standin_s0 import seed_standin_s0
 
 
 def curriculum_from_bank(
@@ -68,43 +69,19 @@ def resolve_initial_bank(
         return context.clients.registry.get_alias(name).bank_id
     except NotFound:
         if local_operator is not None:
-            return seed_standin_bank(context, name, local_operator)
+            config = context.config
+            return seed_standin_s0(
+                local_operator,
+                alias=name,
+                key=context.run_id,
+                seeded_by="the trainer's local stack",
+                q=config.q,
+                rho_min=config.rho_min,
+                rho_max=config.rho_max,
+            )
         raise RunError(
             f"no bank behind alias {name!r}: run the cold start first or pass --initial-bank"
         ) from None
-
-
-def seed_standin_bank(context: RunContext, alias: str, operator: RegistryClient) -> int:
-    """A STAND-IN S_0 for a fresh local registry (in place of the cold start and Gate A):
-    four operator chunks with hash-derived positive coefficients, frozen, aliased."""
-    config, run_id = context.config, context.run_id
-    coefficients = {}
-    for index, topic in enumerate(("query", "options", "price", "verify")):
-        content = ChunkContent(
-            title=f"Stand-in chunk: {topic}",
-            applies_when=f"the task mentions its {topic} requirements",
-            procedure=[f"check the {topic} requirement", "act on the matching option"],
-            verify=f"the {topic} on the page matches the task",
-            avoid=f"guessing the {topic}",
-        )
-        chunk = operator.create_chunk(
-            f"standin-{topic}", content, idempotency_key=f"{run_id}:s0:chunk:{index}"
-        )
-        coefficients[chunk.latest.id] = 0.01 + 0.05 * hash_uniform(run_id, topic)
-    rho = rho_from_coefficients(coefficients, rho_min=config.rho_min, rho_max=config.rho_max)
-    entries = [
-        {"chunk_version_id": vid, "rho": rho[vid], "coefficient": coefficients[vid]}
-        for vid in coefficients
-    ]
-    bank = operator.create_bank(
-        entries,
-        q=config.q,
-        note="stand-in S_0 seeded by the trainer's local stack (no cold start ran)",
-        idempotency_key=f"{run_id}:s0:bank",
-    )
-    operator.freeze_bank(bank.id, idempotency_key=f"{run_id}:s0:freeze")
-    operator.create_alias(alias, bank.id, reason="stand-in S_0 for a local run")
-    return bank.id
 
 
 def pin_bank(registry: RegistryClient, bank_id: int, expected_hash: str | None) -> BankPublic:

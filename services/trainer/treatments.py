@@ -1,4 +1,4 @@
-"""Group-consistent skill treatments: the curriculum state, rho mapping and hash-seeded draws.
+"""Group-consistent skill treatments: the curriculum state and hash-seeded draws.
 
 One treatment per GRPO group, drawn as the reference's `SkillCurriculum.assign`:
 
@@ -92,32 +92,6 @@ def sample_treatment(state: CurriculumState, group_index: int) -> Treatment:
         int(hash_uniform(*coordinates, chunk_key(chunk)) < chunk.rho) for chunk in state.chunks
     )
     return Treatment("assisted" if any(inclusion) else "assisted_empty", inclusion)
-
-
-def rho_from_coefficients(
-    coefficients: Mapping[str, float],
-    *,
-    rho_min: float = 0.2,
-    rho_max: float = 0.9,
-    scale: float | None = None,
-) -> dict[str, float]:
-    """rho_j = clip(rho_min + (rho_max - rho_min) * alpha_j / scale, rho_min, rho_max).
-
-    The scale is the largest alpha unless given. Every active chunk must have alpha_j > 0: a gate
-    keeps only strictly positive coefficients, so anything else is a corrupt bank.
-    """
-    if not coefficients:
-        return {}
-    bad = {key: value for key, value in coefficients.items() if not value > 0}
-    if bad:
-        raise ValueError(f"active chunks need a positive coefficient: {bad}")
-    top = max(coefficients.values()) if scale is None else scale
-    if not top > 0:
-        raise ValueError("the contribution scale must be positive")
-    return {
-        key: min(max(rho_min + (rho_max - rho_min) * value / top, rho_min), rho_max)
-        for key, value in coefficients.items()
-    }
 
 
 def check_group_consistent(siblings: Sequence[Mapping[str, object]]) -> None:

@@ -31,6 +31,7 @@ from shared.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_fo
 from shared.demo.processes import ServiceFailed
 from shared.demo.services import BACKENDS, Services, demo_marker, start_services
 from shared.demo.state import DemoState
+from shared.noise_floor import aa_condition
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = REPO / "configs" / "cpu.toml"
@@ -55,7 +56,6 @@ POLICY_DEFAULTS = {
     ),
 }
 EVAL_ROUTE = "/v1/eval-jobs"
-AA_CONDITION = "base/bare/aa"
 
 
 class DemoError(RuntimeError):
@@ -357,15 +357,15 @@ class Demo:
         trained = rounds[-1]["checkpoint_id"]
         base = self.state.get("base_checkpoint")
         self.display.phase("test", f"4 conditions x {self.options.test_tasks} test tasks")
+        conditions = [
+            {"name": "base/bare", "checkpoint_id": base},
+            {"name": "base/S0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
+            {"name": "trained/bare", "checkpoint_id": trained},
+            {"name": "trained/S_T", "checkpoint_id": trained, "bank_alias": "current"},
+        ]
         body = {
-            "conditions": [
-                {"name": "base/bare", "checkpoint_id": base},
-                {"name": "base/S0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
-                {"name": "trained/bare", "checkpoint_id": trained},
-                {"name": "trained/S_T", "checkpoint_id": trained, "bank_alias": "current"},
-                # the A/A control: base/bare again under other sampling seeds (the noise floor)
-                {"name": AA_CONDITION, "checkpoint_id": base, "sample": 1},
-            ],
+            # the A/A control: base/bare again under other sampling seeds (the noise floor)
+            "conditions": [*conditions, aa_condition(conditions[0])],
             "split": "test",
             "n_tasks": self.options.test_tasks,
         }

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from statsmodels.stats.proportion import proportion_confint
 
+from shared.noise_floor import comparison_label
 from shared.registry_api.client import NotFound, RegistryClient
-from shared.report.data import comparison_label
 
 if TYPE_CHECKING:
     from shared.demo.run import Demo

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -388,37 +389,31 @@ class Smoke:
 
     def seed_s0(self) -> None:
         """The operator's step before a first run, which no manifest does: a frozen S_0 behind
-        alias `current`. A cold start (Trace2Skill, Gate A) would make it; here four STAND-IN
-        chunks of the TEST DOUBLE run are written with the dev operator's token."""
-        from shared.chunks import ChunkContent
+        alias `current`. A cold start (Trace2Skill, Gate A) would make it; here the STAND-IN
+        S_0 of the TEST DOUBLE run is written with the dev operator's token, with the q and rho
+        bounds of the rendered trainer config."""
         from shared.registry_api.client import RegistryClient
+        from shared.standin_s0 import seed_standin_s0
 
         token = next(
             secret["OPERATOR_TOKEN"]
             for secret in self.objects.secrets.values() if "OPERATOR_TOKEN" in secret
         )  # fmt: skip
+        trainer = next(
+            tomllib.loads(files["trainer.toml"])
+            for files in self.objects.config_maps.values() if "trainer.toml" in files
+        )  # fmt: skip
+        bounds = {name: trainer[name] for name in ("q", "rho_min", "rho_max") if name in trainer}
         url = f"http://127.0.0.1:{self.ports['registry']}"
         with RegistryClient(url, token) as operator:
-            versions = []
-            for topic in ("query", "options", "price", "verify"):
-                content = ChunkContent(
-                    title=f"Smoke stand-in: {topic}",
-                    applies_when=f"the task states {topic} requirements",
-                    procedure=[f"check the {topic} requirement", "act on the matching option"],
-                    verify=f"the {topic} on the page matches the task",
-                    avoid=f"guessing the {topic}",
-                )
-                versions.append(operator.create_chunk(f"smoke-{topic}", content).latest.id)
-            # rho from the coefficient as the method maps it (rho in [0.2, 0.9], the largest 0.9)
-            coefficients = [0.02 * (index + 1) for index in range(len(versions))]
-            entries = [
-                {"chunk_version_id": v, "coefficient": c, "rho": 0.2 + 0.7 * c / max(coefficients)}
-                for v, c in zip(versions, coefficients, strict=True)
-            ]
-            bank = operator.create_bank(entries, note="deploy smoke: stand-in S_0 (TEST DOUBLE)")
-            operator.freeze_bank(bank.id)
-            operator.create_alias("current", bank.id, reason="deploy smoke: stand-in S_0")
-        self.say(f"  seeded S_0 = bank {bank.id} (stand-in, as an operator; no cold start)")
+            bank_id = seed_standin_s0(
+                operator,
+                alias="current",
+                key=f"deploy-smoke:{self.overlay}",
+                seeded_by="the deploy smoke",
+                **bounds,
+            )
+        self.say(f"  seeded S_0 = bank {bank_id} (stand-in, as an operator; no cold start)")
 
     def run(self) -> str:
         began = time.monotonic()

@@ -28,6 +28,7 @@ import tomli_w
 from shared.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
 from shared.demo.run import EVAL_ROUTE, Demo, DemoError, DemoOptions
 from shared.experiment.arms import Arm
+from shared.noise_floor import aa_condition
 
 TEST_FILE, CONFIRM_FILE = "test/evaluation.json", "confirm/evaluation.json"
 RUNS_FILE = "runs.json"
@@ -212,7 +213,7 @@ class Experiment(Demo):
                     "bank_id": final["bank_id"],
                 },
             ]
-        aa = {**conditions[2], "name": f"{reference.bank}/aa", "sample": 1}
+        aa = aa_condition(conditions[2])  # the reference run's first seed with its bank
         body = {
             "conditions": [*conditions, aa],
             "split": "test",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.noise_floor import comparison_label
 from shared.report.snapshot import load_snapshot
 
 # Where the trainer's per-step metrics may lie in a run folder: a trainer's own --out, or the
@@ -263,11 +264,3 @@ def test_differences(run: RunData) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-KIND_NOTES = {"A/A": " (A/A: one condition, other sampling seeds)", "identical": " (identical)"}
-
-
-def comparison_label(comparison: dict[str, Any]) -> str:
-    """`a - b`, saying when the two sides are one condition (A/A) or identical by construction."""
-    return f"{comparison['a']} - {comparison['b']}" + KIND_NOTES.get(comparison.get("kind"), "")

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from shared.leak import GoldFacts, find_leaks, model_codes
-from tests.analyst.test_firewall import EN_GOLD
+from tests.analyst.test_firewall import EN_GOLD, ZH_GOLD
 
 # The English gold of the vendored cases, with a price and a task number of four digits.
 GOLD = replace(EN_GOLD, price=348.0, task_id="task-001932")
@@ -71,6 +71,74 @@ def test_prices_with_cents_and_thousands_match_in_either_notation():
     for written in ("$1,299.50", "1.299,50", "1299.5", "USD 1299,50"):
         assert "gold_price" in rules(f"pay {written}", dear), written
     assert "gold_price" not in rules("pay $1,299", dear)  # the cents make it another amount
+
+
+# -- the gold price in Chinese numerals or full-width digits (issue #21): read as its digits
+ZH_PRICED = replace(ZH_GOLD, price=129.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "选价格为一百二十九元的那款",
+        "选壹佰贰拾玖元的型号",  # financial numerals
+        "就买一百二十九块的",
+        "壹佰贰拾玖圆整",
+        "价格是一二九",  # read digit by digit, a bare number of three digits
+        "一百廿九元",  # 廿: twenty
+        "价格为１２９元",  # full-width digits
+        "付￥１２９即可",  # and a full-width yen sign
+        "按 一 百 二 十 九 元 下单",  # spaced: whitespace is no part of a numeral
+        "万一一百二十九元的卖完了就换一个",  # a word glued to the front ("in case")
+    ],
+)
+def test_the_gold_price_in_chinese_numerals_or_full_width_digits_is_a_leak(text):
+    assert "gold_price" in rules(text, ZH_PRICED)
+
+
+def test_chinese_cents_thousands_and_small_prices_are_the_price_as_written():
+    cents = replace(ZH_GOLD, price=348.5)
+    for written in ("三百四十八元五角", "三百四十八块五", "叁佰肆拾捌元伍角", "三百四十八点五元"):
+        assert "gold_price" in rules(f"付{written}", cents), written
+    assert "gold_price" not in rules("付三百四十八元", cents)  # the jiao make it another amount
+    dear = replace(ZH_GOLD, price=1299.0)
+    for written in ("一千二百九十九元", "壹仟贰佰玖拾玖元", "一千二百九十九"):
+        assert "gold_price" in rules(f"付{written}", dear), written
+    cheap = replace(ZH_GOLD, price=45.0)
+    for written in ("四十五元", "四十五块", "肆拾伍圆"):  # a written price at any size
+        assert "gold_price" in rules(f"付{written}", cheap), written
+    assert "gold_price" not in rules("买四十五个", cheap)  # a bare small number is any number
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "一百二十八元的也行",  # another amount
+        "一千二百九十元的那款",  # numbers that contain the digits
+        "一二九零号",
+        "１２９０元",
+        "十二点九元",
+        "一百二十九点五元",  # same digits, another amount
+        "一百二十九元五角",
+        "百分之一百二十九",  # a percentage
+        "价格的百分之129",
+    ],
+)
+def test_near_misses_in_chinese_numerals_are_not_the_price(text):
+    assert "gold_price" not in rules(text, ZH_PRICED)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "比较不超过三个候选商品，优先选择标题包含全部约束的那一个。",
+        "万一第一页没有合适的商品，千万不要直接购买，先逐一核对每个选项。",
+        "价格要在预算之内，打八折的商品也要核对最终价格。",
+        "第一步搜索，第二步打开结果，第三步选择选项，最后购买。",
+    ],
+)
+def test_an_ordinary_chinese_sentence_without_the_price_is_admitted(text):
+    assert find_leaks(text, gold=ZH_PRICED) == []
 
 
 # -- model codes: letter-digit tokens of any title (3+ characters), alone, split, O/l for 0/1

@@ -62,9 +62,10 @@ TARGETS: dict[str, Target] = {
         REWARD_TESTS,
     ),
     "leak": Target(
-        ("shared/leak.py",),
+        ("shared/leak.py", "shared/chinese_numerals.py"),
         (
             "tests/contracts/test_leak.py",
+            "tests/contracts/test_chinese_numerals.py",
             "tests/analyst/test_firewall.py",
             "tests/analyst/test_firewall_gold_rules.py",
         ),

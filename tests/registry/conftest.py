@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from live_server import DATABASES, LiveRegistry, serve_registry
 from registry_support import ACTORS, ADMIN_URL, TOKENS, Api, serve
 from sqlalchemy import text
 
@@ -22,6 +23,7 @@ from services.registry.banks.cache import FrozenBankCache
 from services.registry.migrate import upgrade
 from services.registry.settings import RegistrySettings, TokenGrant, hash_token
 from shared.registry_api.schemas import Role
+from tests.live_servers import scratch_database
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +108,14 @@ def live_server(app) -> Iterator[str]:
     """The registry app over real HTTP for the whole session."""
     with serve(app) as url:
         yield url
+
+
+@pytest.fixture(scope="module", params=DATABASES)
+def registry(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[LiveRegistry]:
+    """A real `intraskill registry serve` process per test module and database kind, for the
+    live-server tests (tests share it, so they make uniquely named objects: `unique`)."""
+    with (
+        scratch_database(request.param, tmp_path_factory.mktemp(request.param)) as url,
+        serve_registry(url) as live,
+    ):
+        yield live

@@ -74,6 +74,14 @@ def token_grants() -> str:
     return json.dumps(grants)
 
 
+DATABASES = ("postgres", "sqlite")  # the live-server tests run on each
+
+
+def unique(prefix: str) -> str:
+    """A name no other test of a shared live server uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
 @dataclass
 class LiveRegistry:
     url: str

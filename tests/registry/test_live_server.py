@@ -12,7 +12,6 @@ import re
 import subprocess
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ import httpx
 import psycopg
 import pytest
 from live_server import (
+    DATABASES,
     EXPIRED_TOKEN,
     INTRASKILL,
     REPO_ROOT,
@@ -32,27 +32,12 @@ from live_server import (
     serve_registry,
     status_counts,
     throwaway_cluster,
+    unique,
 )
 from registry_support import TOKENS, chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 from tests.live_servers import scratch_database, scratch_postgres_database
-
-DATABASES = ["postgres", "sqlite"]
-
-
-@pytest.fixture(scope="module", params=DATABASES)
-def registry(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[LiveRegistry]:
-    """One server per database kind for the module (tests make uniquely named objects)."""
-    with (
-        scratch_database(request.param, tmp_path_factory.mktemp(request.param)) as url,
-        serve_registry(url) as live,
-    ):
-        yield live
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def two_frozen_banks(registry: LiveRegistry) -> list[dict]:

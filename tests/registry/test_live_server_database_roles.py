@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -25,15 +24,12 @@ from live_server import (
     serve_as_app_role,
     serve_registry,
     throwaway_cluster,
+    unique,
 )
 from registry_support import chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 from tests.live_servers import scratch_postgres_database
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")

@@ -10,31 +10,12 @@ app-role and frozen-database tests are in `test_live_server_database_roles.py`.
 from __future__ import annotations
 
 import unicodedata
-import uuid
-from collections.abc import Iterator
 
 import pytest
-from live_server import TWICE_LISTED_TOKEN, LiveRegistry, concurrently, serve_registry
+from live_server import TWICE_LISTED_TOKEN, LiveRegistry, concurrently, unique
 from registry_support import chunk_content, headers
 
 from shared.registry_api.schemas import Role
-from tests.live_servers import scratch_database
-
-DATABASES = ["postgres", "sqlite"]
-
-
-@pytest.fixture(scope="module", params=DATABASES)
-def registry(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[LiveRegistry]:
-    """One server per database kind for the module (tests make uniquely named objects)."""
-    with (
-        scratch_database(request.param, tmp_path_factory.mktemp(request.param)) as url,
-        serve_registry(url) as live,
-    ):
-        yield live
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def versions(registry: LiveRegistry, n: int) -> list[int]:

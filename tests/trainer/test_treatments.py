@@ -11,9 +11,9 @@ from services.trainer.treatments import (
     CurriculumState,
     InconsistentGroup,
     check_group_consistent,
-    rho_from_coefficients,
     sample_treatment,
 )
+from shared.inclusion import rho_from_coefficients
 
 
 def state(rhos=(0.9, 0.55, 0.2), q=0.2, seed=20260901, bank_id=3) -> CurriculumState:
