@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from shared.chunks import ChunkContent
 from shared.hashing import hash_uniform
-from shared.inclusion import RHO_MAX, RHO_MIN, rho_from_coefficients
+from shared.inclusion import Q_SKILL_FREE, RHO_MAX, RHO_MIN, rho_from_coefficients
 from shared.registry_api.client import RegistryClient
 
 TOPICS = ("query", "options", "price", "verify")
-Q_SKILL_FREE = 0.2  # the method's q, which the trainer's config checks the bank's against
 
 
 def standin_chunk(topic: str) -> ChunkContent:

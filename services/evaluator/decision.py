@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from services.evaluator.curriculum import next_rho
 from services.evaluator.design import GateDesign, check_mask
 from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
 from services.evaluator.selection import Selection, select
+from shared.inclusion import rho_from_coefficients
 
 # What a complete gate does when no chunk has a positive coefficient (the selected bank would be
 # empty): `keep` stores the decision but creates no bank and leaves the alias where it is;
@@ -81,5 +81,6 @@ def decide(
     fit = fit_gate(design.column_ids, observations, level=level, solver=solver)
     coefficients = fit.components[PRIMARY].coefficient_map()
     selection = select(design, coefficients, budget=budget)
-    rho = next_rho({entry.intervention_id: entry.coefficient for entry in selection.bank})
+    kept = {entry.intervention_id: entry.coefficient for entry in selection.bank}
+    rho = rho_from_coefficients(kept)
     return GateDecision(design, fit, selection, rho)

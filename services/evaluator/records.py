@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.evaluator.curriculum import Q_SKILL_FREE
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import (
     DEFAULT_MASK_SEED,
@@ -52,6 +51,7 @@ from services.evaluator.pairing import (
     records_fingerprint,
 )
 from shared.chunks import InjectedChunk
+from shared.inclusion import Q_SKILL_FREE
 from shared.registry_api.client import (
     Conflict,
     NotFound,

@@ -6,9 +6,9 @@ import pytest
 from reference_data import PUBLISHED_ROUNDS, REFERENCE_GATES, ROUNDS, expected, round_dir
 
 from services.evaluator import cli
-from services.evaluator.curriculum import next_rho
 from services.evaluator.gate_folder import read_gate_folder
 from services.evaluator.selection import STATUSES
+from shared.inclusion import rho_from_coefficients
 
 REFIT_KEYS = {"coefficients", "aux_coefficients", "selected", "rank", "status", "next_rho"}
 
@@ -51,14 +51,14 @@ def test_refit_reproduces_published_decisions(capsys, number, solver):
 def test_rho_map_is_exact_on_published_coefficients(number):
     published = expected(number)
     kept = {vid: published["coefficients"][vid] for vid in published["selected"]}
-    assert next_rho(kept) == published["next_rho"]
+    assert rho_from_coefficients(kept) == published["next_rho"]
 
 
 def test_cold_start_curriculum_rho_is_the_same_map():
     path = REFERENCE_GATES / "cold-start-curriculum.json"
     curriculum = json.loads(path.read_text(encoding="utf-8"))
     contributions = {chunk["id"]: chunk["contribution"] for chunk in curriculum["chunks"]}
-    rho = next_rho(contributions)
+    rho = rho_from_coefficients(contributions)
     assert rho == {chunk["id"]: chunk["inclusion_probability"] for chunk in curriculum["chunks"]}
 
 

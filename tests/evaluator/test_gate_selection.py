@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.evaluator.curriculum import next_rho
 from services.evaluator.design import gate_a_design, online_design
 from services.evaluator.selection import STATUSES, family_winner, select
+from shared.inclusion import rho_from_coefficients
 
 
 def test_exact_tie_keeps_old_and_then_the_earlier_new_version():
@@ -102,17 +102,17 @@ def test_selection_invariants(n_current, n_adds, rewrite_counts, values, budget)
             assert selection.rank[vid] > max_kept_rank and len(kept) == budget
     orders = [design.version(vid).order for vid in selection.selected]
     assert orders == sorted(orders)
-    rho = next_rho({e.intervention_id: e.coefficient for e in selection.bank})
+    rho = rho_from_coefficients({e.intervention_id: e.coefficient for e in selection.bank})
     assert all(0.2 <= value <= 0.9 for value in rho.values())
     if rho:
         assert max(rho.values()) == pytest.approx(0.9)
 
 
 def test_rho_mapping_clips_and_refuses_nonpositive():
-    assert next_rho({}) == {}
-    rho = next_rho({"a": 0.1, "b": 0.05, "c": 1e-9})
+    assert rho_from_coefficients({}) == {}
+    rho = rho_from_coefficients({"a": 0.1, "b": 0.05, "c": 1e-9})
     assert rho["a"] == pytest.approx(0.9) and rho["b"] == pytest.approx(0.55)
     assert rho["c"] == pytest.approx(0.2, abs=1e-6)
-    assert next_rho({"a": 0.1, "b": 0.3}, scale=0.1)["b"] == 0.9  # clipped
+    assert rho_from_coefficients({"a": 0.1, "b": 0.3}, scale=0.1)["b"] == 0.9  # clipped
     with pytest.raises(ValueError, match="positive coefficients: b"):
-        next_rho({"a": 0.1, "b": 0.0})
+        rho_from_coefficients({"a": 0.1, "b": 0.0})

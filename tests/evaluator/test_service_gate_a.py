@@ -15,8 +15,8 @@ from gate_service_support import client, content, make_app, wait
 from registry_server import TOKENS
 
 from services.evaluator import cli
-from services.evaluator.curriculum import next_rho
 from services.evaluator.records import load_gate_run
+from shared.inclusion import rho_from_coefficients
 from shared.registry_api.client import NotFound
 from shared.registry_api.schemas import ChunkSource, GateKind, GateStatus
 
@@ -103,7 +103,7 @@ def test_gate_a_selects_s0_and_creates_current(registry_url, drafts, tmp_path):
     assert {decision["status"][ids[i]] for i in HARMFUL} == {"non_positive"}
     assert "budget_excluded" in decision["status"].values()
     assert set(decision["status"].values()) <= {"selected", "non_positive", "budget_excluded"}
-    rho = next_rho({vid: beta[vid] for vid in decision["selected"]})
+    rho = rho_from_coefficients({vid: beta[vid] for vid in decision["selected"]})
     assert decision["next_rho"] == pytest.approx(rho)
     assert max(rho.values()) == pytest.approx(0.9) and min(rho.values()) >= 0.2
 
