@@ -139,7 +139,7 @@ def run(
     ] = "base/bare",
 ) -> None:
     """Run the four conditions and the A/A copy on the test split in this process, then report."""
-    from services.evaluator.app import select_tasks_from
+    from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.schemas import EvalJobCreate
@@ -161,7 +161,10 @@ def run(
         resamples=resamples,
         seed=seed,
     )
-    tasks = select_tasks_from(make_env(settings).task_ids(split), None, n_tasks)
+    try:
+        tasks = select_tasks_from(make_env(settings).task_ids(split), None, n_tasks, split=split)
+    except TaskSelectionError as error:
+        raise typer.BadParameter(f"{error} in split {split!r}", param_hint="--n-tasks") from None
     client = settings.registry_client()
     try:
         planned = plan_eval_job(body, client, settings, tasks)

@@ -136,3 +136,12 @@ def test_an_unknown_aa_condition_is_refused_before_any_rollout(tmp_path):
     argv = ["run", "--base", "b", "--trained", "t", "--s0-bank", "1", "--aa-of", "base"]
     assert evaluate_cli.main([*argv, "--out", str(tmp_path)]) == 2
     assert not (tmp_path / "records.jsonl").exists()
+
+
+def test_more_tasks_than_the_split_holds_is_a_usage_error_not_a_traceback(
+    trained_world, tmp_path, capsys
+):
+    assert run(trained_world, tmp_path, "--n-tasks", str(N_TASKS + 1)) == 2
+    err = capsys.readouterr().err
+    assert f"only {N_TASKS} tasks available" in err and "Traceback" not in err
+    assert not (tmp_path / "records.jsonl").exists()
