@@ -4,6 +4,7 @@ the summary's arithmetic, and child processes that start, fail and stop as they 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import httpx
@@ -183,3 +184,40 @@ def test_the_test_table_is_followed_by_its_note():
     lines = console.export_text().splitlines()
     table_end = max(i for i, line in enumerate(lines) if "base/bare" in line) + 1
     assert lines[table_end + 1] == policy_statement("procedural")["test_note"]
+
+
+def test_off_a_terminal_the_display_prints_each_phase_at_once_and_a_row_at_most_every_10_s(
+    monkeypatch,
+):
+    import io
+
+    from rich.console import Console
+
+    from shared.demo import display as display_module
+    from shared.demo.display import DemoDisplay
+
+    clock = [1000.0]
+    monkeypatch.setattr(display_module.time, "monotonic", lambda: clock[0])
+
+    def lines(terminal: bool) -> list[str]:
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=terminal, width=200)
+        with DemoDisplay(4, console) as display:
+            display.phase("warm start", "sft 1/12")
+            display.phase("warm start", "sft 2/12")  # same row, 0 s later: not printed
+            display.steps(0, round_index=None, episodes=0, phase="starting")  # another row
+            clock[0] += 11
+            display.phase("warm start", "sft 3/12")  # same row, 11 s later
+            display.phase("warm start", "sft 3/12")  # a repeat
+            display.phase("cold start", "bare runs 0/32")  # a new phase: at once
+        return [line for line in out.getvalue().splitlines() if "phase " in line or "steps" in line]
+
+    plain = lines(terminal=False)
+    assert [line.split(" ", 1)[1] for line in plain[:4]] == [
+        "phase 3/7 warm start: sft 1/12",
+        "rollout steps 0/4 (training, starting; 0 episodes)",
+        "phase 3/7 warm start: sft 3/12",
+        "phase 4/7 cold start: bare runs 0/32",
+    ]
+    # on a terminal the bars redraw themselves: no timestamped lines
+    assert not any(re.match(r"\d\d:\d\d:\d\d (phase|rollout)", line) for line in lines(True))
