@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from shared.agent.serve import vllm_python
-from tests.trainer.run_support import REPO, analyst_standin, metrics, run_train
+from tests.trainer.run_support import REPO, analyst_standin, environment, metrics, run_train
 
 pytestmark = pytest.mark.slow
 
@@ -171,6 +171,55 @@ def test_a_round_samples_on_the_server_and_pushes_every_steps_weights(server, tm
     sync.version = f"{run_id}-s2"
     with pytest.raises(StaleWeightsError, match="'stale'"):
         sync.assert_current()
+
+
+def test_two_ranks_push_each_version_once_from_rank_0(server, tmp_path):
+    """The same round under `torchrun` with 2 gloo ranks: rank 0 alone talks to the server (one
+    push per version, counted by the server's own request metrics), both ranks update and stay
+    identical, and the server serves the last push exactly."""
+    config_path = tmp_path / "round.toml"
+    config_path.write_text(ROUND_CONFIG.format(url=server, name=SERVED_NAME))
+    out = tmp_path / "run"
+    bin_dir = Path(sys.executable).parent
+    pushes_before = requests_served(server, "/collective_rpc")
+    with analyst_standin(tmp_path / "analyst-standin") as analyst:
+        command = [
+            str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", "2",
+            str(bin_dir / "intraskill"), "train", "run", "--config", str(config_path),
+            "--out", str(out), "--analyst-url", analyst,
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, cwd=REPO, env=environment(), capture_output=True, text=True, timeout=3600
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["world_size"] == 2 and run["finished"] is True
+    lines = metrics(out)
+    assert [line["step"] for line in lines] == [1, 2]
+    assert all(line["ranks"] == 2 and line["rank_weight_spread"] == 0.0 for line in lines)
+    # s0 (the starting weights), s1 and s2: one reload each, none from rank 1
+    assert requests_served(server, "/collective_rpc") - pushes_before == 3
+    assert served_version(server) == f"{run['run_id']}-s2"
+    for line in lines:
+        assert line["logprob_mismatch"] <= MISMATCH_BOUND, line
+    errors = kernel_errors(server, out / "weights" / f"{run['run_id']}-s2")
+    assert max(errors.values()) <= 1e-6, {k: v for k, v in errors.items() if not v <= 1e-6}
+    print(
+        "vllm two-rank figures:",
+        json.dumps([{key: line[key] for key in ("step", "logprob_mismatch", "seconds")}
+                    for line in lines]),
+    )  # fmt: skip
+
+
+def requests_served(url: str, handler: str) -> int:
+    """How many POSTs to `handler` the server answered 2xx (its Prometheus `/metrics`)."""
+    root = url.removesuffix("/v1")
+    total = 0.0
+    for line in httpx.get(f"{root}/metrics", timeout=30).text.splitlines():
+        labels = (f'handler="{handler}"', 'method="POST"', 'status="2xx"')
+        if line.startswith("http_requests_total{") and all(label in line for label in labels):
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
 
 
 def kernel_errors(url: str, folder: Path) -> dict[str, float]:
