@@ -10,6 +10,12 @@ is cleared), `POST /collective_rpc {"method": "reload_weights", "kwargs": {"weig
 
 The evaluator loads each gate's frozen checkpoint into its gate server this way and refuses to
 roll out unless the server then reports exactly that checkpoint id.
+
+Servers started with `--api-key` (deploy/: from the `vllm-api-key` Secret) check it only on
+paths under `/v1` (vLLM 0.32's `AuthenticationMiddleware` guards `/v1`, `/v2`, `/inference`,
+`/cohere`): the endpoints above answer anyone who reaches the port, which is why the
+NetworkPolicy admits only the trainer and the evaluator. Clients send the key on every call
+anyway (`server_client`), so nothing changes for them if vLLM widens its guard.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ import httpx
 
 class WeightLoadError(RuntimeError):
     """The server did not load the weights, or serves other weights than the ones asked for."""
+
+
+def server_client(api_key: str | None, timeout: httpx.Timeout | float) -> httpx.Client:
+    """An HTTP client for a vLLM server that sends its API key as `Authorization: Bearer`."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(headers=headers, timeout=timeout)
 
 
 def server_root(base_url: str) -> str:
