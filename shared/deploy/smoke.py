@@ -26,8 +26,10 @@ gate. What differs from a pod, and only this (printed at the start):
 * The policy is the procedural TEST DOUBLE, not a model: the trainer's config says
   `policy = "procedural"` on CPU for one round without rollout servers, and the evaluator's
   backend is `procedural`. vLLM and Postgres do not run; the vllm-eval Service is a FAKE vLLM
-  server (TEST DOUBLE: weight endpoints, no model), so the evaluator's checkpoint loading runs
-  against it. Figures from this run are a test double's, never the method's.
+  server (TEST DOUBLE: weight endpoints, no model) started with vllm-eval's rendered API key
+  (`VLLM_API_KEY`), so the evaluator's checkpoint loading runs against it and the smoke checks
+  that every call carried that key. Figures from this run are a test double's, never the
+  method's.
 """
 
 from __future__ import annotations
@@ -335,14 +337,29 @@ class Smoke:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
+    def vllm_eval_key(self) -> str:
+        """The API key the rendered vllm-eval container starts with (its VLLM_API_KEY)."""
+        (server,) = [
+            container
+            for doc in self.objects.docs
+            if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "vllm-eval"
+            for container in doc["spec"]["template"]["spec"]["containers"]
+        ]
+        key = self.objects.env(server).get("VLLM_API_KEY", "")
+        if not key:
+            raise SmokeFailure("Deployment/vllm-eval", "starts without an API key (VLLM_API_KEY)")
+        return key
+
     def start_fake_vllm(self) -> Path:
-        """The vllm-eval Service: a FAKE vLLM server (TEST DOUBLE), if this overlay has one."""
+        """The vllm-eval Service: a FAKE vLLM server (TEST DOUBLE), if this overlay has one,
+        checking vllm-eval's API key as vLLM does."""
         log = self.work / "logs" / "vllm-eval-FAKE.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         port = self.ports["vllm-eval"]
+        argv = [sys.executable, "-m", FAKE_VLLM, "--port", str(port), "--served-model", "policy"]
         with log.open("w") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", FAKE_VLLM, "--port", str(port), "--served-model", "policy"],
+                [*argv, "--api-key", self.vllm_eval_key()],
                 cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         fake = Unit(
@@ -461,10 +478,15 @@ class Smoke:
         served = httpx.get(f"http://127.0.0.1:{self.ports['vllm-eval']}/fake/state").json()
         if served["version"] != first["checkpoint_id"]:
             raise SmokeFailure("Deployment/evaluator", f"vllm-eval serves {served['version']}")
+        if served["unkeyed"]:
+            raise SmokeFailure(
+                "Deployment/evaluator", f"called vllm-eval without its API key: {served['unkeyed']}"
+            )
         count = sum(len(phase) for phase in phases)
         return (
             f"deploy smoke {self.overlay}: ok, {count} containers from the rendered manifests; "
-            f"round 0 gated on {first['checkpoint_id']} (loaded into vllm-eval, a TEST DOUBLE), "
+            f"round 0 gated on {first['checkpoint_id']} (loaded into vllm-eval, a TEST DOUBLE, "
+            "with its API key), "
             f"bank {first['bank_id']} -> {first['next_bank_id']}, {seconds:.0f} s"
         )
 

@@ -78,6 +78,14 @@ def test_the_image_supplies_entrypoint_env_and_workdir() -> None:
     assert image.env["NUMBA_CACHE_DIR"] == "/tmp/numba"
 
 
+def test_the_fake_gate_server_checks_vllm_evals_rendered_key(smoke) -> None:
+    """The FAKE vllm-eval starts with the key the rendered Deployment reads from its Secret, and
+    the evaluator's rendered environment sends that same key."""
+    key = smoke.vllm_eval_key()
+    evaluator = unit_of(smoke, "Deployment", "evaluator").container
+    assert key and smoke.objects.env(evaluator)["EVALUATOR_OPENAI_API_KEY"] == key
+
+
 def start_analyst(smoke: Smoke, container: dict) -> None:
     """The analyst's rendered container as the smoke starts it, ready on /healthz (no
     registry runs in this test, so /readyz would wait for one)."""
@@ -116,6 +124,7 @@ def test_the_dev_overlay_runs_one_round_with_a_gate(tmp_path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     last = run.stdout.strip().splitlines()[-1]
     assert last.startswith("deploy smoke dev: ok") and "gated on" in last
+    assert "with its API key" in last  # every call to vllm-eval carried the rendered key
 
 
 def test_the_work_folder_is_removed_even_with_read_only_parts(tmp_path) -> None:
