@@ -10,8 +10,11 @@ until its readiness probe answers), then the trainer Job, which must finish one 
 gate. What differs from a pod, and only this (printed at the start):
 
 * Service host names become loopback ports (`http://registry:8000` -> `http://127.0.0.1:P`,
-  and the `--port`/`--host` a server binds); `postgres:5432` is the local Postgres, in a fresh
-  database made as the dev Postgres's init script makes it (schema owner, app role).
+  and the `--port`/`--host` a server binds); a container port no Service fronts (the trainer's
+  metrics port) becomes a free port wherever the container's environment names it (a fixed
+  9400 would collide with another run on the same machine); `postgres:5432` is the local
+  Postgres, in a fresh database made as the dev Postgres's init script makes it (schema owner,
+  app role).
 * Mount paths become folders: each declared volume a temporary folder (a claim one folder for
   every pod that mounts it; ConfigMap volumes hold their files); the image's paths
   (/opt/venv/bin: this Python's bin; /app/configs: the repository's) likewise, and TMPDIR
@@ -243,6 +246,29 @@ class Smoke:
                 argv[index + 1] = "127.0.0.1"
         return argv
 
+    def env(self, unit: Unit) -> dict[str, str]:
+        """The container's environment as the pod has it (image ENV, then its rendered env),
+        with the TEST DOUBLE settings and its unfronted ports moved to free ones."""
+        env = {**image_of(unit.container["image"]).env, **self.objects.env(unit.container)}
+        env |= TEST_DOUBLE_ENV.get(unit.pod, {})
+        ports = self.unfronted_ports(unit)
+        return {key: ports.get(value, value) for key, value in env.items()}
+
+    def unfronted_ports(self, unit: Unit) -> dict[str, str]:
+        """Each container port no Service selecting the pod fronts -> a free port (as text)."""
+        labels = pod_template(unit.workload)["metadata"]["labels"]
+        fronted = {
+            port["targetPort"]
+            for service in self.objects.services.values()
+            if service["spec"]["selector"].items() <= labels.items()
+            for port in service["spec"]["ports"]
+        }
+        return {
+            str(port["containerPort"]): str(free_port())
+            for port in unit.container.get("ports", [])
+            if port.get("name") not in fronted and port["containerPort"] not in fronted
+        }
+
     def service_of(self, unit: Unit) -> str:
         labels = pod_template(unit.workload)["metadata"]["labels"]
         for name, service in self.objects.services.items():
@@ -258,9 +284,7 @@ class Smoke:
             home.mkdir(parents=True)
             home.chmod(0o555)  # the image's HOME and WORKDIR, on a read-only root filesystem
         folders.setdefault(image.workdir, home)
-        env = {**image.env, **self.objects.env(unit.container)}
-        env |= TEST_DOUBLE_ENV.get(unit.pod, {})
-        env = {key: self.localize(value, folders) for key, value in env.items()}
+        env = {key: self.localize(value, folders) for key, value in self.env(unit).items()}
         env["PATH"] = env.get("PATH", "").replace("$PATH", os.environ["PATH"])
         env |= {"HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         if "/tmp" in folders:  # the pod's /tmp is its volume; here the real /tmp is read-only

@@ -53,6 +53,16 @@ def test_service_names_become_loopback_ports_and_the_scratch_database(smoke) -> 
     assert url == f"postgresql://intraskill_app:pw@127.0.0.1:5432/{smoke.database}"
 
 
+def test_a_port_no_service_fronts_becomes_a_free_one(smoke) -> None:
+    """The trainer's metrics port (TRAINER_METRICS_PORT=9400, no Service) moves to a free port:
+    two smokes on one machine must not both bind 9400. A Service's port is mapped as before."""
+    trainer = unit_of(smoke, "Job", "trainer")
+    assert smoke.objects.env(trainer.container)["TRAINER_METRICS_PORT"] == "9400"  # rendered
+    port = smoke.env(trainer)["TRAINER_METRICS_PORT"]
+    assert port.isdigit() and port != "9400"
+    assert smoke.unfronted_ports(unit_of(smoke, "Deployment", "registry")) == {}
+
+
 def test_paths_map_in_one_pass(tmp_path, smoke) -> None:
     folders = {"/tmp": tmp_path / "tmp", "/scripts": tmp_path / "scripts"}
     assert smoke.map_paths("python /scripts/w.py /tmp/x /tmpx", folders) == (
