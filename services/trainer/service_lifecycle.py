@@ -71,9 +71,12 @@ SERVICES = ("registry", "evaluator", "analyst")
 
 
 def service_token(service: str, url: str | None, stack: LocalStack) -> str:
-    """The trainer's bearer token for `service`: from the environment, else (a service this
-    run starts on loopback) the local stack's trainer token; RunError when there is none."""
-    token = os.environ.get(ENV_TOKENS[service]) or (None if url else stack.tokens()["trainer"])
+    """The trainer's bearer token for `service`: for one this run starts on loopback, the local
+    stack's trainer token (the only one it admits); for one given by URL, the environment's;
+    RunError when there is none."""
+    if url is None:
+        return stack.tokens()["trainer"]
+    token = os.environ.get(ENV_TOKENS[service])
     if not token:
         raise RunError(
             f"set {ENV_TOKENS[service]} (a token the {service} at {url} admits, trainer role)"

@@ -1,6 +1,6 @@
 """The trainer's tokens for its three services: from TRAINER_*_TOKEN for a service it is given
 by URL (refused at start when missing: a 401 would otherwise end the first round, after its
-training), or the local stack's trainer token for a service it starts itself."""
+training), and the local stack's trainer token for a service it starts itself."""
 
 from __future__ import annotations
 
@@ -28,9 +28,11 @@ def test_a_service_given_by_url_needs_its_token_from_the_environment(
 
 
 def test_a_service_started_here_gets_the_local_trainer_token(tmp_path, monkeypatch):
+    """Even with a token in the environment (meant for a remote one): the local service admits
+    only the local grants."""
     stack = LocalStack(tmp_path)
     for service in SERVICES:
-        monkeypatch.delenv(ENV_TOKENS[service], raising=False)
+        monkeypatch.setenv(ENV_TOKENS[service], "for-a-remote-service")
     tokens = {service_token(service, None, stack) for service in SERVICES}
     assert tokens == {stack.tokens()["trainer"]}
     # the grant list every local service (registry, evaluator, analyst) is started with
