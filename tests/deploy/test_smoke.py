@@ -133,6 +133,7 @@ def test_the_dev_overlay_runs_one_round_with_a_gate(tmp_path) -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     last = run.stdout.strip().splitlines()[-1]
+    print(last)  # the measured line (pytest -rP shows it)
     assert last.startswith("deploy smoke dev: ok") and "gated on" in last
     assert "with its API key" in last  # every call to vllm-eval carried the rendered key
 
