@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from services.registry.settings import hash_token  # noqa: E402
+from shared.auth import hash_token  # noqa: E402
 from shared.http_retry import wait_until_ready  # noqa: E402
 
 TOKENS = {"operator": "bench-operator", "analyst": "bench-analyst", "reader": "bench-reader"}

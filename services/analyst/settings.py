@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.auth import TokenGrant
+
 
 class AnalystSettings(BaseSettings):
     """Registry and evaluator access, how retries and live tests run, and the LLM analyst."""
@@ -17,6 +19,15 @@ class AnalystSettings(BaseSettings):
     registry_url: str = Field("http://127.0.0.1:8000", description="registry base URL")
     registry_token: SecretStr | None = Field(None, description="bearer token, analyst role")
     evaluator_url: str = Field("http://127.0.0.1:8100", description="evaluator (Gate A)")
+    evaluator_token: SecretStr | None = Field(
+        None, description="bearer token sent to the evaluator for Gate A (analyst role)"
+    )
+    tokens: list[TokenGrant] = Field(
+        default_factory=list,
+        description="grants of the bearer tokens this service admits (JSON list, as "
+        "REGISTRY_TOKENS; in deploy/ the same list): trainer submits groups and compiles, "
+        "operator cold starts; operators and readers read",
+    )
     data_dir: Path = Field(Path("runs") / "analyst", description="groups, jobs, traces")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once")
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")

@@ -29,6 +29,7 @@ class Session:
     role: str
     registry: RegistryClient
     expires_at: float
+    token: str = field(default="", repr=False)  # sent to the evaluator too (its gate jobs)
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     flash: list[str] = field(default_factory=list)
 
@@ -56,13 +57,14 @@ class SessionStore:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def open(self, *, name: str, role: str, registry: RegistryClient) -> Session:
+    def open(self, *, name: str, role: str, registry: RegistryClient, token: str = "") -> Session:
         session = Session(
             id=secrets.token_urlsafe(32),
             name=name,
             role=role,
             registry=registry,
             expires_at=time.monotonic() + self._ttl_s,
+            token=token,
         )
         with self._lock:
             self._sessions[session.id] = session

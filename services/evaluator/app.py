@@ -4,7 +4,9 @@ GET polls).
     intraskill gate serve --port 8100       # reads EVALUATOR_* settings
 
 Routes are thin: validate, plan what is cheap to check now (so a bad request is a 4xx naming
-the field, not a failed job), submit the job.
+the field, not a failed job), submit the job. Every route but `/healthz`, `/readyz` and
+`/metrics` wants a bearer token (`shared/auth.py`, grants in EVALUATOR_TOKENS) whose role the
+route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role.
 """
 
 from __future__ import annotations
@@ -37,14 +39,29 @@ from services.evaluator.service import (
     registry_error_status,
 )
 from services.evaluator.settings import EvaluatorSettings
+from shared.auth import TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.observability import instrument
 from shared.registry_api.client import RegistryClient, RegistryError
+from shared.registry_api.schemas import Role
 from shared.service_jobs import JobPublic, JobStore
 
 TaskSource = Callable[[str], list[str]]
 READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
 READY_RETRY_AFTER_S = 5
+# Who may do what: each job kind is submitted by the role whose work it is (the trainer's
+# interval gates, the analyst's cold-start Gate A, an operator's test-set evaluation) and read
+# by that role, operators and readers. Any other role is a 403.
+SUBMITTERS = {"gate": Role.trainer, "gate-a": Role.analyst, "eval": Role.operator}
+OBSERVERS = (Role.operator, Role.reader)
+
+
+def may_submit(kind: str):
+    return Depends(require_roles(SUBMITTERS[kind]))
+
+
+def may_read(kind: str):
+    return Depends(require_roles(SUBMITTERS[kind], *OBSERVERS))
 
 
 def registry_ready(url: str) -> str:
@@ -135,6 +152,8 @@ def create_app(
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
+    app.state.tokens = TokenTable(settings.tokens)
+    install_auth_errors(app)
     instrument(app, "evaluator")
 
     def select_tasks(split: str, task_ids: list[str] | None, n_tasks: int | None) -> list[str]:
@@ -154,10 +173,12 @@ def create_app(
     @app.get("/readyz", responses={503: {"description": "a dependency is not ready"}})
     def readyz(response: Response) -> dict[str, Any]:
         """Readiness: what every job depends on. The registry answers its own /readyz, a
-        registry token is set, the jobs folder is writable. 503 + Retry-After otherwise."""
+        registry token is set, some token is admitted, the jobs folder is writable. 503 +
+        Retry-After otherwise."""
         checks = {
             "registry": registry_ready(settings.registry_url),
             "registry_token": "ok" if settings.registry_token else "EVALUATOR_REGISTRY_TOKEN unset",
+            "tokens": "ok" if len(app.state.tokens) else "EVALUATOR_TOKENS admits no token",
             "jobs_dir": folder_writable(settings.jobs_dir),
         }
         ready = all(result == "ok" for result in checks.values())
@@ -194,17 +215,32 @@ def create_app(
         response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"
         return job_public(job)
 
-    @app.post("/v1/gate-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    @app.post(
+        "/v1/gate-jobs",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=JobPublic,
+        dependencies=[may_submit("gate")],
+    )
     def create_gate_job(body: GateJobCreate, store: Jobs, response: Response) -> JobPublic:
         """An interval gate: base bank + the round's candidates; S_{t+1}, `current` moves."""
         return submit_gate("gate", body, plan_gate_job, store, response)
 
-    @app.post("/v1/gate-a-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    @app.post(
+        "/v1/gate-a-jobs",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=JobPublic,
+        dependencies=[may_submit("gate-a")],
+    )
     def create_gate_a_job(body: GateAJobCreate, store: Jobs, response: Response) -> JobPublic:
         """Gate A (cold start): draft chunk versions; S_0, `current` moves (or is created)."""
         return submit_gate("gate-a", body, plan_gate_a_job, store, response)
 
-    @app.post("/v1/eval-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic)
+    @app.post(
+        "/v1/eval-jobs",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=JobPublic,
+        dependencies=[may_submit("eval")],
+    )
     def create_eval_job(body: EvalJobCreate, store: Jobs, response: Response) -> JobPublic:
         """Test-set evaluation of several conditions, one rollout per task each, as a job."""
         from services.evaluator.evaluation import eval_job, plan_eval_job
@@ -230,15 +266,17 @@ def create_app(
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no {kind} job {job_id!r}")
         return job_public(job)
 
-    @app.get("/v1/gate-jobs/{job_id}", response_model=JobPublic)
+    @app.get("/v1/gate-jobs/{job_id}", response_model=JobPublic, dependencies=[may_read("gate")])
     def read_gate_job(job_id: str, store: Jobs) -> JobPublic:
         return get_job(store, "gate", job_id)
 
-    @app.get("/v1/gate-a-jobs/{job_id}", response_model=JobPublic)
+    @app.get(
+        "/v1/gate-a-jobs/{job_id}", response_model=JobPublic, dependencies=[may_read("gate-a")]
+    )
     def read_gate_a_job(job_id: str, store: Jobs) -> JobPublic:
         return get_job(store, "gate-a", job_id)
 
-    @app.get("/v1/eval-jobs/{job_id}", response_model=JobPublic)
+    @app.get("/v1/eval-jobs/{job_id}", response_model=JobPublic, dependencies=[may_read("eval")])
     def read_eval_job(job_id: str, store: Jobs) -> JobPublic:
         return get_job(store, "eval", job_id)
 
@@ -249,19 +287,19 @@ def create_app(
             if status_filter is None or job.status == status_filter
         ]
 
-    @app.get("/v1/gate-jobs", response_model=list[JobPublic])
+    @app.get("/v1/gate-jobs", response_model=list[JobPublic], dependencies=[may_read("gate")])
     def list_gate_jobs(
         store: Jobs, status_filter: Annotated[str | None, Query(alias="status")] = None
     ) -> list[JobPublic]:
         return list_jobs(store, "gate", status_filter)
 
-    @app.get("/v1/gate-a-jobs", response_model=list[JobPublic])
+    @app.get("/v1/gate-a-jobs", response_model=list[JobPublic], dependencies=[may_read("gate-a")])
     def list_gate_a_jobs(
         store: Jobs, status_filter: Annotated[str | None, Query(alias="status")] = None
     ) -> list[JobPublic]:
         return list_jobs(store, "gate-a", status_filter)
 
-    @app.post("/v1/refits")
+    @app.post("/v1/refits", dependencies=[may_read("gate")])
     def refit(body: RefitCreate) -> dict[str, Any]:
         """Re-fit and re-select a stored gate from its raw observations (synchronous)."""
         client = clients()
@@ -278,4 +316,5 @@ def create_app(
             client.close()
         return decision.as_json(intervals=True)
 
+    publish_roles(app.routes)
     return app

@@ -38,13 +38,12 @@ def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | Non
 
     options = dict(settings.backend_options)
     if settings.backend == "openai":
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return runtime_backend(
             "openai",
             settings.openai_model,  # type: ignore[arg-type]
             base_url=settings.openai_base_url,
             checkpoint_id=checkpoint_id,
-            api_key=key,
+            api_key=api_key(settings),
             concurrency=settings.concurrency,
             **options,
         )
@@ -77,7 +76,9 @@ def agent_runner_factory(settings: EvaluatorSettings) -> RunnerFactory:
         runner = AgentRolloutRunner(
             make_env(settings), backend, rollout_config(settings), split=split
         )
-        return runner if server is None else PinnedServerRunner(runner, server, checkpoint_id)
+        if server is None:
+            return runner
+        return PinnedServerRunner(runner, server, checkpoint_id, api_key(settings))
 
     return factory
 
@@ -87,14 +88,20 @@ def load_checkpoint(settings: EvaluatorSettings, checkpoint_id: str, uri: str | 
     path) into the policy server; returns the server's root. Raises unless it then serves them."""
     import httpx
 
-    from shared.vllm_weights import load_weights, server_root
+    from shared.vllm_weights import load_weights, server_client, server_root
 
     if not uri:
         raise LookupError(f"checkpoint {checkpoint_id!r} has no weights uri to load")
     root = server_root(settings.openai_base_url)  # type: ignore[arg-type]
-    with httpx.Client(timeout=httpx.Timeout(LOAD_TIMEOUT_S, connect=10.0)) as client:
+    timeout = httpx.Timeout(LOAD_TIMEOUT_S, connect=10.0)
+    with server_client(api_key(settings), timeout) as client:
         load_weights(client, root, uri.removeprefix("file://"), checkpoint_id)
     return root
+
+
+def api_key(settings: EvaluatorSettings) -> str | None:
+    """The policy server's API key (EVALUATOR_OPENAI_API_KEY), sent on every call to it."""
+    return settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
 
 
 # Reloading a 4B model from a network volume takes minutes; a gate can wait that long once.
@@ -106,16 +113,17 @@ class PinnedServerRunner:
     so a server that restarted (back on its start-up weights) mid-gate fails the job instead
     of mixing two checkpoints in one gate's pairs."""
 
-    def __init__(self, runner: RolloutRunner, root: str, checkpoint_id: str) -> None:
+    def __init__(
+        self, runner: RolloutRunner, root: str, checkpoint_id: str, api_key: str | None = None
+    ) -> None:
         self.runner, self.root, self.checkpoint_id = runner, root, checkpoint_id
+        self.api_key = api_key
         self.identity = runner.identity
 
     def check(self) -> None:
-        import httpx
+        from shared.vllm_weights import require_version, server_client
 
-        from shared.vllm_weights import require_version
-
-        with httpx.Client(timeout=30.0) as client:
+        with server_client(self.api_key, 30.0) as client:
             require_version(client, self.root, self.checkpoint_id)
 
     def run(self, requests, chunks, on_record=None):

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
+from shared.auth import TokenGrant
 
 
 class EvaluatorSettings(BaseSettings):
@@ -19,6 +20,12 @@ class EvaluatorSettings(BaseSettings):
 
     registry_url: str = Field("http://127.0.0.1:8000", description="registry base URL")
     registry_token: SecretStr | None = Field(None, description="bearer token, evaluator role")
+    tokens: list[TokenGrant] = Field(
+        default_factory=list,
+        description="grants of the bearer tokens this service admits (JSON list, as "
+        "REGISTRY_TOKENS; in deploy/ the same list): trainer submits gates, analyst Gate A, "
+        "operator evaluations; operators and readers read",
+    )
     jobs_dir: Path = Field(Path("runs") / "evaluator", description="job state, records, reports")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once (one per accelerator)")
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")

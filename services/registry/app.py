@@ -7,15 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
-from fastapi import APIRouter, FastAPI
-from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute
+from fastapi import FastAPI
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 
 from services.registry.aliases.routes import router as aliases_router
 from services.registry.audit.routes import router as audit_router
-from services.registry.auth import TokenTable
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.banks.fastpath import FrozenBankFastPath
 from services.registry.banks.routes import router as banks_router
@@ -35,6 +32,7 @@ from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
 from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
+from shared.auth import TokenTable, publish_roles
 from shared.observability import ServiceMetrics, instrument
 from shared.registry_api.schemas import MAX_JSON_DEPTH
 
@@ -49,26 +47,6 @@ READY_PROBES_AT_ONCE = 4
 def _ping(engine: Engine) -> None:
     with engine.connect() as connection:
         connection.exec_driver_sql("SELECT 1")
-
-
-def _roles_of(dependant: Dependant) -> list[str] | None:
-    for dependency in dependant.dependencies:
-        roles = getattr(dependency.call, "roles", None)
-        if roles is not None:
-            return roles
-        nested = _roles_of(dependency)
-        if nested is not None:
-            return nested
-    return None
-
-
-def _publish_roles(router: APIRouter) -> None:
-    """Put each role-gated operation's allowed roles in its OpenAPI entry as `x-roles`."""
-    for route in router.routes:
-        if isinstance(route, APIRoute):
-            roles = _roles_of(route.dependant)
-            if roles is not None:
-                route.openapi_extra = {**(route.openapi_extra or {}), "x-roles": roles}
 
 
 def _watch_pool(metrics: ServiceMetrics, prefix: str, engine: Engine) -> None:
@@ -144,7 +122,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
         evidence_router,
         audit_router,
     ):
-        _publish_roles(router)
+        publish_roles(router.routes)
         app.include_router(router, prefix=API_PREFIX)
 
     @app.get("/healthz", tags=["meta"])

@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from services.registry.settings import RegistrySettings, TokenGrant, hash_token
+from services.registry.settings import RegistrySettings
+from shared.auth import TokenGrant, hash_token
 from shared.registry_api.schemas import Role
 
 app = typer.Typer(

@@ -27,10 +27,10 @@ from fastapi import Request, Response
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from services.registry.auth import Principal
 from services.registry.errors import Conflict, FieldInvalid, RegistryError
 from services.registry.idempotency import repository as idempotency_repository
 from services.registry.idempotency.models import IdempotencyRecord
+from shared.auth import Principal
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"

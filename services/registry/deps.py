@@ -7,20 +7,17 @@ from functools import cache
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
-from services.registry.auth import Principal
 from services.registry.concurrency import request_claim
-from services.registry.errors import Forbidden
 from services.registry.pagination import PageParams, page_params
 from services.registry.settings import RegistrySettings
 from services.registry.unit_of_work import WriteUnit
+from shared.auth import Principal, authenticated, check_role
 from shared.registry_api.schemas import Role
 
 # Dependencies that only read app state are `async def`: a plain `def` would cost a thread-pool
 # hop per request, which on the frozen-bank hot path is most of the time spent.
-_bearer = HTTPBearer(auto_error=False, description="a registry token (see docs/registry.md)")
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -50,25 +47,8 @@ async def get_settings(request: Request) -> RegistrySettings:
 SettingsDep = Annotated[RegistrySettings, Depends(get_settings)]
 
 
-async def authenticated(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """Any valid token (all roles read); 401 without one. Async: no thread hop on reads."""
-    header = None if credentials is None else f"{credentials.scheme} {credentials.credentials}"
-    return request.app.state.tokens.authenticate(header)
-
-
+# Any valid token (all roles read the registry); 401 without one.
 Reader = Annotated[Principal, Depends(authenticated)]
-
-
-def check_role(principal: Principal, allowed: frozenset[Role]) -> None:
-    """403 unless `principal` holds one of the `allowed` roles."""
-    if principal.role not in allowed:
-        raise Forbidden(
-            f"role {principal.role.value!r} may not do this; needs one of "
-            + ", ".join(sorted(role.value for role in allowed))
-        )
 
 
 @cache

@@ -18,6 +18,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from shared.auth import install_auth_errors
+
 
 class RegistryError(Exception):
     status_code = 400
@@ -26,10 +28,6 @@ class RegistryError(Exception):
         super().__init__(detail)
         self.detail = detail
         self.headers = headers
-
-
-class Unauthorized(RegistryError):
-    status_code = 401
 
 
 class Forbidden(RegistryError):
@@ -93,10 +91,7 @@ def _registry_error(_request: Request, error: Exception) -> JSONResponse:
         content = {"detail": [{"loc": error.loc, "msg": error.detail, "type": error.kind}]}
     else:
         content = {"detail": error.detail}
-    headers = dict(error.headers or {})
-    if isinstance(error, Unauthorized):
-        headers.setdefault("WWW-Authenticate", "Bearer")
-    return JSONResponse(content, status_code=error.status_code, headers=headers or None)
+    return JSONResponse(content, status_code=error.status_code, headers=error.headers)
 
 
 def _integrity_error(_request: Request, error: Exception) -> JSONResponse:
@@ -149,6 +144,7 @@ def _validation_error(_request: Request, error: Exception) -> JSONResponse:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    install_auth_errors(app)  # 401 (no or a bad token) and 403 (role), as every service answers
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(IntegrityError, _integrity_error)

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import AwareDatetime, BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.registry_api.schemas import Name, Role
+from shared.auth import TokenGrant
+from shared.registry_api.schemas import Name
 
 DEFAULT_SQLITE_PATH = Path("runs") / "registry.sqlite"
-
-
-def hash_token(token: str) -> str:
-    """sha256 hex of a bearer token: settings and memory hold only this, never the token."""
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-class TokenGrant(BaseModel):
-    """One bearer token's identity: who (`name`), what it may do (`role`), its sha256, and
-    when it stops working (`expires_at`, UTC; none: never) or that it was withdrawn (`revoked`).
-    """
-
-    name: Name
-    role: Role
-    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    expires_at: AwareDatetime | None = None
-    revoked: bool = False
 
 
 class RegistrySettings(BaseSettings):

@@ -23,11 +23,11 @@ from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from services.registry.auth import Principal
 from services.registry.concurrency import IdempotencyClaim, claim_idempotency, is_deadlock
 from services.registry.errors import Conflict
 from services.registry.idempotency import repository as idempotency_repository
 from services.registry.threads import run_blocking
+from shared.auth import Principal
 
 _STORED_HEADERS = ("content-type", "location", "etag", "cache-control")
 # A deadlock (or serialization failure) rolls the whole unit back: nothing was written, so it

@@ -8,9 +8,11 @@
     intraskill train config --config configs/cpu.toml     # the resolved config with help text
     intraskill train warm-start ...                        # SFT warm start (warm_start.py)
 
-Service tokens come from the environment: TRAINER_REGISTRY_TOKEN (a registry token with the
-trainer role), TRAINER_ANALYST_TOKEN and TRAINER_EVALUATOR_TOKEN (sent as bearer tokens when
-set). With no URLs, `run` starts what it needs on loopback (see docs/trainer.md).
+Service tokens come from the environment: TRAINER_REGISTRY_TOKEN, TRAINER_EVALUATOR_TOKEN and
+TRAINER_ANALYST_TOKEN (each a token with the trainer role that service admits; required for a
+service given by URL), and TRAINER_VLLM_API_KEY (the rollout servers' --api-key). With no URLs,
+`run` starts what it needs on loopback, with tokens of its own (see docs/trainer.md).
+TRAINER_METRICS_PORT serves Prometheus figures, TRAINER_JSON_LOGS=true logs JSON lines.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def run(
             help="serve Prometheus /metrics (step time, episodes, reward, gates) on this port",
         ),
     ] = None,
+    json_logs: Annotated[
+        bool,
+        typer.Option(
+            "--json-logs/--no-json-logs",
+            envvar="TRAINER_JSON_LOGS",
+            help="log one JSON object per line (time, level, logger, message) for collectors",
+        ),
+    ] = False,
 ) -> None:
     """Train: rounds of rollout steps, each interval ending with a checkpoint and a gate.
 
@@ -75,21 +85,32 @@ def run(
     """
     from services.trainer.config import ConfigError, TrainerConfig
     from services.trainer.exporter import serve_run_metrics
+    from services.trainer.logs import logger, use_json_logs
     from services.trainer.orchestrator import RunError, ServiceUrls, train
+
+    console = use_json_logs() if json_logs else None
+
+    def fail(error: Exception, code: int) -> typer.Exit:
+        if console is not None:
+            logger.error(f"intraskill train run: {error}")
+        else:
+            print(f"intraskill train run: {error}", file=sys.stderr)
+        return typer.Exit(code)
 
     try:
         settings = TrainerConfig.from_toml(config, policy=policy, rounds=rounds, seed=seed)
     except (ConfigError, OSError) as error:
-        print(f"intraskill train run: {error}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        raise fail(error, 2) from None
     if metrics_port is not None:
         serve_run_metrics(out, metrics_port)
     urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
     try:
-        train(settings, out, urls=urls, initial_bank=initial_bank, config_path=config)
+        train(
+            settings, out, urls=urls, initial_bank=initial_bank, config_path=config,
+            console=console,
+        )  # fmt: skip
     except RunError as error:
-        print(f"intraskill train run: {error}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        raise fail(error, 1) from None
 
 
 @app.command("loss-check")

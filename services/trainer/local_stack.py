@@ -2,6 +2,7 @@
 
 * registry: `intraskill registry serve` on an embedded SQLite file in the run folder, with one
   token per role minted here (kept in the run folder, so a resumed run talks to the same data);
+  the evaluator and the analyst admit the same grants, as in deploy/;
 * evaluator: `intraskill gate serve`, its backend set to the run's policy (transformers for the
   model, or the `simulated` / `procedural` test doubles), jobs in the run folder;
 * analyst: `intraskill analyst serve` (the real slow loop: retries, rules analyst, compiler),
@@ -88,20 +89,25 @@ class LocalStack:
         self.urls[name] = url
         return url
 
-    def start_registry(self) -> str:
+    def grants(self) -> str:
+        """The JSON grants (sha256 only) of `tokens()`, which every local service admits."""
         tokens = self.tokens()
-        grants = [
-            {
-                "name": f"local-{role}",
-                "role": role,
-                "token_sha256": hashlib.sha256(tokens[role].encode()).hexdigest(),
-            }
-            for role in ROLES
-        ]
+        return json.dumps(
+            [
+                {
+                    "name": f"local-{role}",
+                    "role": role,
+                    "token_sha256": hashlib.sha256(tokens[role].encode()).hexdigest(),
+                }
+                for role in ROLES
+            ]
+        )
+
+    def start_registry(self) -> str:
         port = free_port()
         env = {
             "DATABASE_URL": f"sqlite:///{(self.folder / 'registry.sqlite').resolve()}",
-            "REGISTRY_TOKENS": json.dumps(grants),
+            "REGISTRY_TOKENS": self.grants(),
         }
         argv = ["-m", "shared.cli", "registry", "serve", "--port", str(port)]
         return self._start("registry", argv, env, port)
@@ -111,6 +117,7 @@ class LocalStack:
         env = {
             "EVALUATOR_REGISTRY_URL": registry_url,
             "EVALUATOR_REGISTRY_TOKEN": self.tokens()["evaluator"],
+            "EVALUATOR_TOKENS": self.grants(),
             "EVALUATOR_JOBS_DIR": str((self.folder / "evaluator").resolve()),
             **settings,
         }
@@ -123,6 +130,8 @@ class LocalStack:
             "ANALYST_REGISTRY_URL": registry_url,
             "ANALYST_REGISTRY_TOKEN": self.tokens()["analyst"],
             "ANALYST_EVALUATOR_URL": evaluator_url,
+            "ANALYST_EVALUATOR_TOKEN": self.tokens()["analyst"],
+            "ANALYST_TOKENS": self.grants(),
             "ANALYST_DATA_DIR": str((self.folder / "analyst").resolve()),
             **settings,
         }

@@ -170,8 +170,10 @@ def train(
     urls: ServiceUrls = ServiceUrls(),
     initial_bank: str | None = None,
     config_path: Path | None = None,
+    console: Any = None,
 ) -> dict[str, Any]:
     """Run (or resume) training in `out`; returns the run record (also in `out/run.json`).
+    `console` (default: rich on stderr) is where the run's lines go (`logs.LogConsole`: JSON).
 
     Under a launcher, global rank 0 runs everything below; every other rank only joins the
     policy's collectives (load, updates, saves) and returns an empty record."""
@@ -181,7 +183,7 @@ def train(
         follow_the_leader()
         return {}
     try:
-        return _lead(config, out, urls, initial_bank, config_path, ranks.num_processes)
+        return _lead(config, out, urls, initial_bank, config_path, ranks.num_processes, console)
     finally:
         announce("stop")  # the followers end with the leader, whatever ended it
 
@@ -193,9 +195,10 @@ def _lead(
     initial_bank: str | None,
     config_path: Path | None,
     world_size: int,
+    console: Any = None,
 ) -> dict[str, Any]:
     lock = _lock_folder(out)
-    run = Run(config, out, urls=urls, initial_bank=initial_bank)
+    run = Run(config, out, urls=urls, initial_bank=initial_bank, console=console)
     record = run.context.record.data
     previous = record.get("config")
     if previous is not None and previous != json.loads(json.dumps(config.as_dict())):

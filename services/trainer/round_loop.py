@@ -66,7 +66,9 @@ def train_round(
                 f"loss {line['loss']:+.4f}"
             )
             progress.update(bar, advance=1, description=summary)
-            if not sys.stdout.isatty():  # logs (kubectl logs, files): one plain line per step
+            if getattr(context.console, "structured", False):  # JSON logs: a record per step
+                context.console.print(summary)
+            elif not sys.stdout.isatty():  # logs (kubectl logs, files): one plain line per step
                 print(summary, flush=True)
     try:
         pin_bank(registry, bank.id, bank.content_hash)  # the bank never changes inside an interval
@@ -137,6 +139,7 @@ def _progress(context: RunContext) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=context.console,
+        console=None if getattr(context.console, "structured", False) else context.console,
         transient=False,
+        disable=getattr(context.console, "structured", False),
     )

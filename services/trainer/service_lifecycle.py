@@ -13,6 +13,7 @@ from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from shared.registry_api.client import RegistryClient
 
+# Each a bearer token with the trainer role at that service (the operator's: see below).
 ENV_TOKENS = {
     "registry": "TRAINER_REGISTRY_TOKEN",
     "evaluator": "TRAINER_EVALUATOR_TOKEN",
@@ -49,25 +50,38 @@ def start_services(config: TrainerConfig, urls: ServiceUrls, stack: LocalStack) 
     """Clients for the run's services, starting on loopback those without a URL."""
     from shared.analyst_api.client import AnalystClient
 
+    # Every token is checked before anything starts: a missing one would otherwise surface as a
+    # 401 at the end of the first round, after its training.
+    tokens = {name: service_token(name, getattr(urls, name), stack) for name in SERVICES}
     registry = urls.registry or stack.start_registry()
-    token = os.environ.get(ENV_TOKENS["registry"]) or (
-        None if urls.registry else stack.tokens()["trainer"]
-    )
-    if not token:
-        raise RunError(f"set {ENV_TOKENS['registry']} (a registry token, trainer role)")
     evaluator = urls.evaluator or stack.start_evaluator(registry, _evaluator_settings(config))
     analyst = urls.analyst or stack.start_analyst(registry, evaluator, _analyst_settings(config))
     retry = {"retries": config.service_retries, "backoff": 0.5, "backoff_max": 20.0}
     return ServiceClients(
-        registry=RegistryClient(registry, token, **retry),
-        evaluator=EvaluatorClient(
-            evaluator, token=os.environ.get(ENV_TOKENS["evaluator"]), **retry
-        ),
-        analyst=AnalystClient(analyst, token=os.environ.get(ENV_TOKENS["analyst"]), **retry),
+        registry=RegistryClient(registry, tokens["registry"], **retry),
+        evaluator=EvaluatorClient(evaluator, token=tokens["evaluator"], **retry),
+        analyst=AnalystClient(analyst, token=tokens["analyst"], **retry),
         urls={"registry": registry, "evaluator": evaluator, "analyst": analyst},
         operator_token=os.environ.get(ENV_TOKENS["operator"])
         or (None if urls.registry else stack.tokens()["operator"]),
     )
+
+
+SERVICES = ("registry", "evaluator", "analyst")
+
+
+def service_token(service: str, url: str | None, stack: LocalStack) -> str:
+    """The trainer's bearer token for `service`: for one this run starts on loopback, the local
+    stack's trainer token (the only one it admits); for one given by URL, the environment's;
+    RunError when there is none."""
+    if url is None:
+        return stack.tokens()["trainer"]
+    token = os.environ.get(ENV_TOKENS[service])
+    if not token:
+        raise RunError(
+            f"set {ENV_TOKENS[service]} (a token the {service} at {url} admits, trainer role)"
+        )
+    return token
 
 
 def _evaluator_settings(config: TrainerConfig) -> dict[str, str]:

@@ -23,10 +23,15 @@ source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora
 On GPUs with NCCL between trainer and servers, vLLM's weight-transfer engine
 (`/init_weight_transfer_engine`, `/update_weights`) moves tensors without a shared disk; the
 version check is the same `GET /weight_info`.
+
+Servers started with `--api-key` want it as a bearer token: every call here (pushes, checks,
+rollouts) sends the key from TRAINER_VLLM_API_KEY. vLLM checks it on `/v1` paths only, so the
+full-sync endpoints stay guarded by the NetworkPolicy alone (`shared/vllm_weights.py`).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +43,10 @@ from typing import Any, Literal
 import httpx
 
 from shared.http_retry import send_with_retries
-from shared.vllm_weights import WeightLoadError, load_weights, served_version
+from shared.vllm_weights import WeightLoadError, load_weights, served_version, server_client
 
 SyncMode = Literal["full", "lora"]
+API_KEY_ENV = "TRAINER_VLLM_API_KEY"  # the servers' --api-key (deploy/: the vllm-api-key Secret)
 
 
 class WeightSyncError(RuntimeError):
@@ -77,6 +83,7 @@ class WeightSync:
         timeout_s: float = 600.0,
         retries: int = 3,
         backoff_s: float = 1.0,
+        api_key: str | None = None,
         client: httpx.Client | None = None,
     ) -> None:
         if not urls:
@@ -88,7 +95,8 @@ class WeightSync:
         self.roots = [url.rstrip("/").removesuffix("/v1") for url in urls]
         self.mode, self.served_model = mode, served_model
         self.retries, self.backoff_s = retries, backoff_s
-        self.client = client or httpx.Client(timeout=httpx.Timeout(timeout_s, connect=10.0))
+        self.api_key = api_key  # the rollouts' OpenAI backends send it too
+        self.client = client or server_client(api_key, httpx.Timeout(timeout_s, connect=10.0))
         self.version: str | None = None
         """The version every server was last seen to serve after a complete push."""
 
@@ -214,10 +222,16 @@ class WeightSync:
 
 
 def from_config(servers: Any) -> WeightSync | None:
-    """The sync of a `[rollout_servers]` section, or None when rollouts run in process."""
+    """The sync of a `[rollout_servers]` section (API key from TRAINER_VLLM_API_KEY), or None
+    when rollouts run in process."""
     if not servers.urls or servers.weight_sync == "none":
         return None
-    return WeightSync(servers.urls, mode=servers.weight_sync, served_model=servers.served_model)
+    return WeightSync(
+        servers.urls,
+        mode=servers.weight_sync,
+        served_model=servers.served_model,
+        api_key=os.environ.get(API_KEY_ENV) or None,
+    )
 
 
 class ServerRollouts:
@@ -246,7 +260,9 @@ class ServerRollouts:
         self.env, self.sync, self.rollout, self.split = env, sync, rollout, split
         self.save, self.weights_root = save, Path(weights_root)
         self.check_version = check_version
-        self.make_backend = make_backend or partial(_openai_backend, rollout.concurrency)
+        self.make_backend = make_backend or partial(
+            _openai_backend, rollout.concurrency, sync.api_key
+        )
         self.urls = [f"{root}/v1" for root in sync.roots]
 
     @property
@@ -292,10 +308,14 @@ class ServerRollouts:
         return out
 
 
-def _openai_backend(concurrency: int, url: str, model: str, checkpoint_id: str) -> Any:
+def _openai_backend(
+    concurrency: int, api_key: str | None, url: str, model: str, checkpoint_id: str
+) -> Any:
     from shared.agent.backends.openai_backend import OpenAIBackend
 
-    return OpenAIBackend(url, model, checkpoint_id=checkpoint_id, concurrency=concurrency)
+    return OpenAIBackend(
+        url, model, checkpoint_id=checkpoint_id, concurrency=concurrency, api_key=api_key
+    )
 
 
 def server_rollouts(

@@ -262,7 +262,8 @@ class Demo:
             "gate_a_tasks": self.facts.val_tasks,
         }
         attempt = self.state.get("cold_start_attempt", 0)
-        with AnalystClient(self.services.analyst.url) as analyst:
+        operator = self.services.tokens["operator"]  # a cold start is an operator's act
+        with AnalystClient(self.services.analyst.url, token=operator) as analyst:
             while True:
                 job = analyst.cold_start(
                     body, idempotency_key=f"{self.run_id}:cold-start:{attempt}"
@@ -343,7 +344,7 @@ class Demo:
             "--rounds", str(self.options.rounds),
             "--initial-bank", str(self.state.get("s0_bank_id")),
         ]  # fmt: skip
-        env = {"TRAINER_REGISTRY_TOKEN": self.services.tokens["trainer"]}
+        env = self.services.trainer_env()
         self._child("train", argv, self.run_dir / "logs" / "train.log", env=env, follow=True)
         record = json.loads((self.train_dir / "run.json").read_text())
         if not record.get("finished"):
@@ -369,15 +370,15 @@ class Demo:
             "split": "test",
             "n_tasks": self.options.test_tasks,
         }
-        url = self.services.evaluator.url
+        url, token = self.services.evaluator.url, self.services.tokens["operator"]
         job_id = self.state.get("test_job")
-        known = evaluator_job(url, EVAL_ROUTE, job_id) if job_id else None
+        known = evaluator_job(url, EVAL_ROUTE, job_id, token=token) if job_id else None
         if known is None or known["status"] == "failed":
-            job_id = evaluator_submit(url, EVAL_ROUTE, body)["id"]
+            job_id = evaluator_submit(url, EVAL_ROUTE, body, token=token)["id"]
             self.state.set(test_job=job_id)
         try:
             done = wait_for(
-                lambda: evaluator_job(url, EVAL_ROUTE, job_id),
+                lambda: evaluator_job(url, EVAL_ROUTE, job_id, token=token),
                 on_progress=lambda j: self._job_progress("test", j),
             )
         except JobFailed as error:

@@ -2,7 +2,10 @@
 
 Each is a real process on a free loopback port (`processes.py`); the demo waits on its
 `/readyz` before going on. Tokens (one per registry role) are minted once per run folder and
-kept there (mode 0600), so a resumed demo talks to the same registry with the same grants.
+kept there (mode 0600), so a resumed demo talks to the same registry with the same grants; the
+evaluator and the analyst admit the same grants (as in deploy/), and each caller sends the
+token of its role: the trainer its trainer token everywhere, the analyst its own to the
+evaluator (Gate A), the demo the operator's (cold start, test evaluation).
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ class Services:
     analyst: ServiceProcess
     tokens: dict[str, str]
     started: list[ServiceProcess] = field(default_factory=list)
+
+    def trainer_env(self) -> dict[str, str]:
+        """The trainer's tokens for the three services (one trainer token: one grant list)."""
+        token = self.tokens["trainer"]
+        return {
+            "TRAINER_REGISTRY_TOKEN": token,
+            "TRAINER_EVALUATOR_TOKEN": token,
+            "TRAINER_ANALYST_TOKEN": token,
+        }
 
     def stop(self) -> None:
         """Stop in reverse order of start: clients of the registry first, the registry last."""
@@ -88,6 +100,7 @@ def start_services(
             **marker,
             "EVALUATOR_REGISTRY_URL": registry.url,
             "EVALUATOR_REGISTRY_TOKEN": tokens["evaluator"],
+            "EVALUATOR_TOKENS": json.dumps(grants),
             "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
             **{f"EVALUATOR_{k}": v for k, v in shared_env.items()},
         }
@@ -97,6 +110,8 @@ def start_services(
             "ANALYST_REGISTRY_URL": registry.url,
             "ANALYST_REGISTRY_TOKEN": tokens["analyst"],
             "ANALYST_EVALUATOR_URL": evaluator.url,
+            "ANALYST_EVALUATOR_TOKEN": tokens["analyst"],
+            "ANALYST_TOKENS": json.dumps(grants),
             "ANALYST_DATA_DIR": str((run_dir / "analyst").resolve()),
             # the policy backend travels in each job's request, not in the analyst's settings
             **{f"ANALYST_{k}": v for k, v in shared_env.items() if k != "BACKEND"},

@@ -10,8 +10,11 @@ until its readiness probe answers), then the trainer Job, which must finish one 
 gate. What differs from a pod, and only this (printed at the start):
 
 * Service host names become loopback ports (`http://registry:8000` -> `http://127.0.0.1:P`,
-  and the `--port`/`--host` a server binds); `postgres:5432` is the local Postgres, in a fresh
-  database made as the dev Postgres's init script makes it (schema owner, app role).
+  and the `--port`/`--host` a server binds); a container port no Service fronts (the trainer's
+  metrics port) becomes a free port wherever the container's environment names it (a fixed
+  9400 would collide with another run on the same machine); `postgres:5432` is the local
+  Postgres, in a fresh database made as the dev Postgres's init script makes it (schema owner,
+  app role).
 * Mount paths become folders: each declared volume a temporary folder (a claim one folder for
   every pod that mounts it; ConfigMap volumes hold their files); the image's paths
   (/opt/venv/bin: this Python's bin; /app/configs: the repository's) likewise, and TMPDIR
@@ -26,8 +29,10 @@ gate. What differs from a pod, and only this (printed at the start):
 * The policy is the procedural TEST DOUBLE, not a model: the trainer's config says
   `policy = "procedural"` on CPU for one round without rollout servers, and the evaluator's
   backend is `procedural`. vLLM and Postgres do not run; the vllm-eval Service is a FAKE vLLM
-  server (TEST DOUBLE: weight endpoints, no model), so the evaluator's checkpoint loading runs
-  against it. Figures from this run are a test double's, never the method's.
+  server (TEST DOUBLE: weight endpoints, no model) started with vllm-eval's rendered API key
+  (`VLLM_API_KEY`), so the evaluator's checkpoint loading runs against it and the smoke checks
+  that every call carried that key. Figures from this run are a test double's, never the
+  method's.
 """
 
 from __future__ import annotations
@@ -242,6 +247,29 @@ class Smoke:
                 argv[index + 1] = "127.0.0.1"
         return argv
 
+    def env(self, unit: Unit) -> dict[str, str]:
+        """The container's environment as the pod has it (image ENV, then its rendered env),
+        with the TEST DOUBLE settings and its unfronted ports moved to free ones."""
+        env = {**image_of(unit.container["image"]).env, **self.objects.env(unit.container)}
+        env |= TEST_DOUBLE_ENV.get(unit.pod, {})
+        ports = self.unfronted_ports(unit)
+        return {key: ports.get(value, value) for key, value in env.items()}
+
+    def unfronted_ports(self, unit: Unit) -> dict[str, str]:
+        """Each container port no Service selecting the pod fronts -> a free port (as text)."""
+        labels = pod_template(unit.workload)["metadata"]["labels"]
+        fronted = {
+            port["targetPort"]
+            for service in self.objects.services.values()
+            if service["spec"]["selector"].items() <= labels.items()
+            for port in service["spec"]["ports"]
+        }
+        return {
+            str(port["containerPort"]): str(free_port())
+            for port in unit.container.get("ports", [])
+            if port.get("name") not in fronted and port["containerPort"] not in fronted
+        }
+
     def service_of(self, unit: Unit) -> str:
         labels = pod_template(unit.workload)["metadata"]["labels"]
         for name, service in self.objects.services.items():
@@ -257,9 +285,7 @@ class Smoke:
             home.mkdir(parents=True)
             home.chmod(0o555)  # the image's HOME and WORKDIR, on a read-only root filesystem
         folders.setdefault(image.workdir, home)
-        env = {**image.env, **self.objects.env(unit.container)}
-        env |= TEST_DOUBLE_ENV.get(unit.pod, {})
-        env = {key: self.localize(value, folders) for key, value in env.items()}
+        env = {key: self.localize(value, folders) for key, value in self.env(unit).items()}
         env["PATH"] = env.get("PATH", "").replace("$PATH", os.environ["PATH"])
         env |= {"HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         if "/tmp" in folders:  # the pod's /tmp is its volume; here the real /tmp is read-only
@@ -336,14 +362,29 @@ class Smoke:
         with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
+    def vllm_eval_key(self) -> str:
+        """The API key the rendered vllm-eval container starts with (its VLLM_API_KEY)."""
+        (server,) = [
+            container
+            for doc in self.objects.docs
+            if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "vllm-eval"
+            for container in doc["spec"]["template"]["spec"]["containers"]
+        ]
+        key = self.objects.env(server).get("VLLM_API_KEY", "")
+        if not key:
+            raise SmokeFailure("Deployment/vllm-eval", "starts without an API key (VLLM_API_KEY)")
+        return key
+
     def start_fake_vllm(self) -> Path:
-        """The vllm-eval Service: a FAKE vLLM server (TEST DOUBLE), if this overlay has one."""
+        """The vllm-eval Service: a FAKE vLLM server (TEST DOUBLE), if this overlay has one,
+        checking vllm-eval's API key as vLLM does."""
         log = self.work / "logs" / "vllm-eval-FAKE.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         port = self.ports["vllm-eval"]
+        argv = [sys.executable, "-m", FAKE_VLLM, "--port", str(port), "--served-model", "policy"]
         with log.open("w") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", FAKE_VLLM, "--port", str(port), "--served-model", "policy"],
+                [*argv, "--api-key", self.vllm_eval_key()],
                 cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         fake = Unit(
@@ -456,10 +497,15 @@ class Smoke:
         served = httpx.get(f"http://127.0.0.1:{self.ports['vllm-eval']}/fake/state").json()
         if served["version"] != first["checkpoint_id"]:
             raise SmokeFailure("Deployment/evaluator", f"vllm-eval serves {served['version']}")
+        if served["unkeyed"]:
+            raise SmokeFailure(
+                "Deployment/evaluator", f"called vllm-eval without its API key: {served['unkeyed']}"
+            )
         count = sum(len(phase) for phase in phases)
         return (
             f"deploy smoke {self.overlay}: ok, {count} containers from the rendered manifests; "
-            f"round 0 gated on {first['checkpoint_id']} (loaded into vllm-eval, a TEST DOUBLE), "
+            f"round 0 gated on {first['checkpoint_id']} (loaded into vllm-eval, a TEST DOUBLE, "
+            "with its API key), "
             f"bank {first['bank_id']} -> {first['next_bank_id']}, {seconds:.0f} s"
         )
 

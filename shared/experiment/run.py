@@ -143,10 +143,9 @@ class Experiment(Demo):
             "--seed", str(spec.seed),
             "--initial-bank", str(bank),
         ]  # fmt: skip
-        tokens = self.services.tokens
-        env = {"TRAINER_REGISTRY_TOKEN": tokens["trainer"]}
+        env = self.services.trainer_env()
         if spec.arm.overrides.get("gate", {}).get("admit") == "all":
-            env["TRAINER_OPERATOR_TOKEN"] = tokens["operator"]  # the no-gate arm builds banks
+            env["TRAINER_OPERATOR_TOKEN"] = self.services.tokens["operator"]  # it builds banks
         log = self.run_dir / "logs" / f"train-{spec.name}.log"
         self._child(f"train {spec.name}", argv, log, env=env, follow=True)
         record = json.loads((folder / "train" / "run.json").read_text())
@@ -239,15 +238,15 @@ class Experiment(Demo):
             return
         n = len(body.get("task_ids") or []) or body.get("n_tasks")
         self.display.phase("test", f"{name}: {len(body['conditions'])} conditions x {n} tasks")
-        url = self.services.evaluator.url
+        url, token = self.services.evaluator.url, self.services.tokens["operator"]
         job_id = self.state.get(f"{name}_job")
-        known = evaluator_job(url, EVAL_ROUTE, job_id) if job_id else None
+        known = evaluator_job(url, EVAL_ROUTE, job_id, token=token) if job_id else None
         if known is None or known["status"] == "failed":
-            job_id = evaluator_submit(url, EVAL_ROUTE, body)["id"]
+            job_id = evaluator_submit(url, EVAL_ROUTE, body, token=token)["id"]
             self.state.set(**{f"{name}_job": job_id})
         try:
             done = wait_for(
-                lambda: evaluator_job(url, EVAL_ROUTE, job_id),
+                lambda: evaluator_job(url, EVAL_ROUTE, job_id, token=token),
                 on_progress=lambda j: self._job_progress("test", j),
             )
         except JobFailed as error:

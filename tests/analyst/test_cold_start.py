@@ -7,7 +7,7 @@ import uuid
 
 import numpy as np
 import pytest
-from registry_server import TOKENS
+from registry_server import GRANTS, TOKENS
 
 from services.analyst.cold_start import (
     BATCH_CARDS,
@@ -158,11 +158,13 @@ def test_cold_start_yields_drafts_and_s0_through_gate_a(registry_url, tmp_path):
         "EVALUATOR_BACKEND": "procedural",
         "EVALUATOR_BACKEND_OPTIONS": json.dumps(options),
         "EVALUATOR_ENV_PRESET": "cpu",
+        "EVALUATOR_TOKENS": json.dumps(GRANTS),
     }
     with live_server(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url:
         settings = AnalystSettings(
             registry_url=registry_url, registry_token=TOKENS["analyst"],
-            evaluator_url=evaluator_url, data_dir=tmp_path / "analyst", backend_options=options,
+            evaluator_url=evaluator_url, evaluator_token=TOKENS["analyst"],
+            data_dir=tmp_path / "analyst", backend_options=options,
         )  # fmt: skip
         body = ColdStartCreate(
             run_id=f"cs-{tag}", policy={"checkpoint_id": checkpoint, "backend": "procedural"},

@@ -18,7 +18,7 @@ import uuid
 
 import httpx
 import pytest
-from registry_server import TOKENS
+from registry_server import GRANTS, TOKENS
 
 from shared.agent.backends import make_backend
 from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
@@ -108,19 +108,22 @@ def test_planted_effect_rules_backend_finds_the_missing_procedures(registry_url,
         "EVALUATOR_BACKEND": "procedural",
         "EVALUATOR_BACKEND_OPTIONS": json.dumps({"slip": SLIP}),
         "EVALUATOR_ENV_PRESET": "cpu",
+        "EVALUATOR_TOKENS": json.dumps(GRANTS),
     }
     analyst_env = {
         "ANALYST_REGISTRY_URL": registry_url,
         "ANALYST_REGISTRY_TOKEN": TOKENS["analyst"],
         "ANALYST_DATA_DIR": str(tmp_path / "analyst"),
         "ANALYST_BACKEND_OPTIONS": json.dumps({"slip": SLIP}),
+        "ANALYST_TOKENS": json.dumps(GRANTS),
     }
     figures = {"rounds": []}
+    trainer_auth = {"Authorization": f"Bearer {TOKENS['trainer']}"}
     with (
         live_server(["gate", "serve"], evaluator_env, tmp_path / "evaluator.log") as evaluator_url,
         live_server(["analyst", "serve"], analyst_env, tmp_path / "analyst.log") as analyst_url,
-        AnalystClient(analyst_url) as analyst,
-        httpx.Client(base_url=evaluator_url, timeout=600) as evaluator,
+        AnalystClient(analyst_url, token=TOKENS["trainer"]) as analyst,  # as the trainer calls
+        httpx.Client(base_url=evaluator_url, headers=trainer_auth, timeout=600) as evaluator,
     ):
         analyst.wait_ready(timeout=60)
         for round in range(ROUNDS):

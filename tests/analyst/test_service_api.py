@@ -12,15 +12,24 @@ from services.analyst.app import create_app
 from services.analyst.settings import AnalystSettings
 from shared.analyst_api import AnalystClient, AnalystError, JobFailed
 from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
+from shared.auth import TokenGrant, hash_token
+from shared.registry_api.schemas import Role
 from tests.live_servers import free_port
+
+TRAINER_TOKEN = "analyst-api-test-trainer"
 
 
 @pytest.fixture(scope="module")
 def analyst(tmp_path_factory):
-    """The app on a loopback port; the registry URL points at nothing (not ready)."""
+    """The app on a loopback port, called as the trainer calls it; the registry URL points at
+    nothing (not ready)."""
     dead = f"http://127.0.0.1:{free_port()}"
+    grant = TokenGrant(name="trainer", role=Role.trainer, token_sha256=hash_token(TRAINER_TOKEN))
     settings = AnalystSettings(
-        registry_url=dead, registry_token="t", data_dir=tmp_path_factory.mktemp("analyst")
+        registry_url=dead,
+        registry_token="t",
+        tokens=[grant],
+        data_dir=tmp_path_factory.mktemp("analyst"),
     )
     port = free_port()
     server = uvicorn.Server(
@@ -28,7 +37,7 @@ def analyst(tmp_path_factory):
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    client = AnalystClient(f"http://127.0.0.1:{port}", retries=1, backoff=0.05)
+    client = AnalystClient(f"http://127.0.0.1:{port}", token=TRAINER_TOKEN, retries=1, backoff=0.05)
     deadline = time.monotonic() + 30
     while not client.healthz():
         assert time.monotonic() < deadline, "analyst did not start"

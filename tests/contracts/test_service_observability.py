@@ -11,9 +11,17 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared.auth import hash_token
 from shared.observability import ServiceMetrics
 from shared.service_jobs import JobStore
 from tests.live_servers import free_port, live_server
+
+# The trainer's token, the one grant both services admit here: the API wants a token, /metrics not
+TRAINER_TOKEN = "observability-test-trainer"
+GRANTS = json.dumps(
+    [{"name": "trainer", "role": "trainer", "token_sha256": hash_token(TRAINER_TOKEN)}]
+)
+AS_TRAINER = {"Authorization": f"Bearer {TRAINER_TOKEN}"}
 
 
 def samples_of(text: str) -> dict[tuple[str, frozenset], float]:
@@ -73,13 +81,17 @@ def test_analyst_serves_metrics_and_json_logs(tmp_path: Path) -> None:
         "ANALYST_DATA_DIR": str(tmp_path / "data"),
         "ANALYST_REGISTRY_URL": f"http://127.0.0.1:{free_port()}",  # nothing there
         "ANALYST_JSON_LOGS": "true",
+        "ANALYST_TOKENS": GRANTS,
     }
     log = tmp_path / "analyst.log"
     compile_body = {
         "run_id": "run-a", "round": 0, "bank_id": 1,
         "policy": {"checkpoint_id": "c", "backend": "procedural"},
     }  # fmt: skip
-    with live_server(["analyst", "serve"], env, log) as url, httpx.Client(timeout=120) as http:
+    with (
+        live_server(["analyst", "serve"], env, log) as url,
+        httpx.Client(headers=AS_TRAINER, timeout=120) as http,
+    ):
         assert http.get(f"{url}/v1/jobs/compile-nope").status_code == 404
         job = http.post(f"{url}/v1/compile-jobs", json=compile_body).json()
         deadline = time.monotonic() + 120
@@ -110,9 +122,13 @@ def test_evaluator_serves_metrics_and_json_logs(tmp_path: Path) -> None:
         "EVALUATOR_JOBS_DIR": str(tmp_path / "jobs"),
         "EVALUATOR_REGISTRY_URL": f"http://127.0.0.1:{free_port()}",
         "EVALUATOR_JSON_LOGS": "1",
+        "EVALUATOR_TOKENS": GRANTS,
     }
     log = tmp_path / "evaluator.log"
-    with live_server(["gate", "serve"], env, log) as url, httpx.Client(timeout=120) as http:
+    with (
+        live_server(["gate", "serve"], env, log) as url,
+        httpx.Client(headers=AS_TRAINER, timeout=120) as http,
+    ):
         assert http.get(f"{url}/v1/gate-jobs/gate-nope").status_code == 404
         assert http.get(f"{url}/readyz").status_code == 503  # no registry, no token
         samples = scrape(url)

@@ -21,8 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33.0"
 # Custom resources kubernetes-validate does not know: validated against their CRDs' schemas,
-# vendored from the operator's release (tests/fixtures/crds/, with its source).
-CRDS = json.loads((ROOT / "tests/fixtures/crds/kubeflow-trainer-v2.3.0.json").read_text())["kinds"]
+# vendored from each operator's release (tests/fixtures/crds/, each file naming its source): the
+# Kubeflow Trainer's TrainJob and TrainingRuntime, prometheus-operator's ServiceMonitor and
+# PodMonitor.
+CRD_FILES = ("kubeflow-trainer-v2.3.0.json", "prometheus-operator-v0.93.0.json")
+CRDS = {
+    kind: crd
+    for name in CRD_FILES
+    for kind, crd in json.loads((ROOT / "tests/fixtures/crds" / name).read_text())["kinds"].items()
+}
 WORKLOADS = ("Deployment", "StatefulSet", "Job", "TrainingRuntime")
 EXTERNAL = json.loads((K8S / "external-secrets.json").read_text())["secrets"]
 
@@ -215,9 +222,11 @@ def test_dev_registry_grants_are_the_hashes_of_the_dev_service_tokens(trees) -> 
     )
     by_hash = {grant["token_sha256"]: grant["role"] for grant in grants}
     tokens = next(n for n in secrets if n.startswith("service-tokens"))
-    for role in ("evaluator", "analyst", "trainer"):
-        token = value(tokens, f"{role}-registry-token")
-        assert by_hash.get(hashlib.sha256(token.encode()).hexdigest()) == role
+    keys = set(secrets[tokens]["data"])
+    assert keys == set(EXTERNAL["service-tokens"]["keys"])
+    for key in keys:  # "<holder>-<audience>-token": granted with its holder's role
+        token = value(tokens, key)
+        assert by_hash.get(hashlib.sha256(token.encode()).hexdigest()) == key.split("-")[0], key
 
 
 @pytest.mark.parametrize("tree", TREES)

@@ -1,9 +1,12 @@
-"""The `monitoring` kustomize component, rendered into each overlay: every monitor scrapes a
-port that exists on what it selects, the trainer's metrics port is switched on, and Prometheus
-(from its labelled namespace) is let through the default-deny to exactly those ports."""
+"""The `monitoring` kustomize component, rendered into each overlay (and prod with the multi-node
+trainer): the ServiceMonitors and the PodMonitor validate strictly against prometheus-operator's
+CRD schemas (vendored), every monitor scrapes a port that exists on what it selects, the
+trainer's metrics port is on (Job and TrainJob), and Prometheus (from its labelled namespace)
+is let through the default-deny to exactly those ports, never to the vLLM servers'."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -20,28 +23,32 @@ from tests.deploy.test_k8s import (
 )
 
 pytestmark = pytest.mark.skipif(kubectl is None, reason="needs kubectl (the dev extra)")
-# prometheus-operator's resources: their schema is the operator's CRD, not vendored here; the
-# checks below hold them to what Prometheus needs instead.
 MONITOR_KINDS = {"ServiceMonitor", "PodMonitor"}
 PROMETHEUS_NAMESPACE = {"intraskill.io/monitoring": "true"}
 SERVICES = {"registry", "evaluator", "analyst"}
 
 
-def with_monitoring(tmp: Path, overlay: str) -> Path:
-    """A copy of the tree whose overlay also lists the monitoring component."""
+def with_monitoring(tmp: Path, overlay: str, *, multi_node: bool = False) -> Path:
+    """A copy of the tree whose overlay also lists the monitoring component (first: the
+    component must not depend on its place in the list), and the multi-node one if asked."""
     copy = tmp / overlay / "deploy"
     shutil.copytree(ROOT / "deploy", copy)
     kustomization = copy / "k8s" / "overlays" / overlay / "kustomization.yaml"
     text = kustomization.read_text()
     assert "components:\n" in text, "the overlay lists no components"
     text = text.replace("components:\n", "components:\n  - ../../components/monitoring\n", 1)
+    if multi_node:
+        assert "  # - ../../components/multi-node" in text
+        text = text.replace("  # - ../../components/multi-node", "  - ../../components/multi-node")
     kustomization.write_text(text)
     return kustomization.parent
 
 
-@pytest.fixture(scope="module", params=["dev", "prod"])
+@pytest.fixture(scope="module", params=["dev", "prod", "prod+multi-node"])
 def tree(request, tmp_path_factory) -> list[dict]:
-    return render(with_monitoring(tmp_path_factory.mktemp("monitoring"), request.param))
+    overlay, _, extra = request.param.partition("+")
+    tmp = tmp_path_factory.mktemp("monitoring")
+    return render(with_monitoring(tmp, overlay, multi_node=extra == "multi-node"))
 
 
 def matches(selector: dict, labels: dict[str, str]) -> bool:
@@ -103,11 +110,34 @@ def admitted_from_prometheus(policies: list[dict], labels: dict[str, str], port:
 def test_monitoring_renders_and_validates(tree) -> None:
     import kubernetes_validate
 
+    assert {doc["kind"] for doc in tree} >= MONITOR_KINDS
     for doc in tree:
         if doc["kind"] in CRDS:
             validate_custom(doc)
-        elif doc["kind"] not in MONITOR_KINDS:
+        else:
             kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_the_monitor_schemas_reject_what_the_operator_would_not_take(tree) -> None:
+    import jsonschema
+
+    service = of_kind(tree, "ServiceMonitor")["registry"]
+    pod = of_kind(tree, "PodMonitor")["trainer"]
+    endpoint = pod["spec"]["podMetricsEndpoints"][0]
+    for broken in (
+        {**service, "spec": {**service["spec"], "endpoint": service["spec"]["endpoints"]}},
+        {**pod, "spec": {"podMetricsEndpoints": [endpoint]}},  # selector is required
+        {**pod, "spec": {**pod["spec"], "podMetricsEndpoints": [{**endpoint, "interval": 30}]}},
+        {
+            **pod,
+            "spec": {
+                **pod["spec"],
+                "podMetricsEndpoints": [{**endpoint, "relabelings": [{"action": "kep"}]}],
+            },
+        },
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            validate_custom(broken)
 
 
 def test_every_part_is_scraped_through_the_default_deny(tree) -> None:
@@ -120,3 +150,21 @@ def test_every_part_is_scraped_through_the_default_deny(tree) -> None:
     scrape = of_kind(tree, "NetworkPolicy")["prometheus-scrape"]
     peers = [peer for rule in scrape["spec"]["ingress"] for peer in rule["from"]]
     assert all(set(peer) == {"namespaceSelector"} for peer in peers)
+    # and never the policy servers: their port also serves the unauthenticated weight reloads
+    for doc in tree:
+        if doc["kind"] in ("StatefulSet", "Deployment") and doc["metadata"]["name"].startswith(
+            "vllm-"
+        ):
+            assert not admitted_from_prometheus(policies, pod_labels(doc)[0], 8000), doc
+
+
+def test_the_trainer_is_scraped_on_its_main_process_only(tree) -> None:
+    """The PodMonitor keeps the single-node Job's pod (no completion index) and the TrainJob's
+    node 0 (index 0, where torchrun puts global rank 0), and drops the other nodes' pods."""
+    endpoint = of_kind(tree, "PodMonitor")["trainer"]["spec"]["podMetricsEndpoints"][0]
+    (keep,) = [rule for rule in endpoint["relabelings"] if rule["action"] == "keep"]
+    assert keep["sourceLabels"] == [
+        "__meta_kubernetes_pod_annotation_batch_kubernetes_io_job_completion_index"
+    ]
+    kept = {index for index in ("", "0", "1", "2", "10") if re.fullmatch(keep["regex"], index)}
+    assert kept == {"", "0"}

@@ -53,6 +53,16 @@ def test_service_names_become_loopback_ports_and_the_scratch_database(smoke) -> 
     assert url == f"postgresql://intraskill_app:pw@127.0.0.1:5432/{smoke.database}"
 
 
+def test_a_port_no_service_fronts_becomes_a_free_one(smoke) -> None:
+    """The trainer's metrics port (TRAINER_METRICS_PORT=9400, no Service) moves to a free port:
+    two smokes on one machine must not both bind 9400. A Service's port is mapped as before."""
+    trainer = unit_of(smoke, "Job", "trainer")
+    assert smoke.objects.env(trainer.container)["TRAINER_METRICS_PORT"] == "9400"  # rendered
+    port = smoke.env(trainer)["TRAINER_METRICS_PORT"]
+    assert port.isdigit() and port != "9400"
+    assert smoke.unfronted_ports(unit_of(smoke, "Deployment", "registry")) == {}
+
+
 def test_paths_map_in_one_pass(tmp_path, smoke) -> None:
     folders = {"/tmp": tmp_path / "tmp", "/scripts": tmp_path / "scripts"}
     assert smoke.map_paths("python /scripts/w.py /tmp/x /tmpx", folders) == (
@@ -76,6 +86,14 @@ def test_the_image_supplies_entrypoint_env_and_workdir() -> None:
     image = parse_dockerfile((REPO / "deploy/docker/analyst.Dockerfile").read_text())
     assert image.entrypoint == ["intraskill", "analyst"] and image.workdir == "/home/app"
     assert image.env["NUMBA_CACHE_DIR"] == "/tmp/numba"
+
+
+def test_the_fake_gate_server_checks_vllm_evals_rendered_key(smoke) -> None:
+    """The FAKE vllm-eval starts with the key the rendered Deployment reads from its Secret, and
+    the evaluator's rendered environment sends that same key."""
+    key = smoke.vllm_eval_key()
+    evaluator = unit_of(smoke, "Deployment", "evaluator").container
+    assert key and smoke.objects.env(evaluator)["EVALUATOR_OPENAI_API_KEY"] == key
 
 
 def start_analyst(smoke: Smoke, container: dict) -> None:
@@ -115,7 +133,9 @@ def test_the_dev_overlay_runs_one_round_with_a_gate(tmp_path) -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     last = run.stdout.strip().splitlines()[-1]
+    print(last)  # the measured line (pytest -rP shows it)
     assert last.startswith("deploy smoke dev: ok") and "gated on" in last
+    assert "with its API key" in last  # every call to vllm-eval carried the rendered key
 
 
 def test_the_work_folder_is_removed_even_with_read_only_parts(tmp_path) -> None:

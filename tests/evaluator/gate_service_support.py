@@ -1,12 +1,13 @@
 """Helpers of the evaluator's service tests: the app wired to the simulated rollouts (a test
-double of the policy backend) and the live registry, plus small factories."""
+double of the policy backend) and the live registry, a client that sends each request with the
+token of the role that makes it in deployment, plus small factories."""
 
 from __future__ import annotations
 
 import time
 
 from fastapi.testclient import TestClient
-from registry_server import TOKENS
+from registry_server import GRANTS, TOKENS
 
 from services.evaluator.app import create_app
 from services.evaluator.pairing import RolloutIdentity
@@ -72,7 +73,10 @@ def make_app(
 ):
     """The evaluator app on `tasks`; set `state["effects"]` (true effects) before a job runs."""
     settings = EvaluatorSettings(
-        registry_url=registry_url, registry_token=TOKENS["evaluator"], jobs_dir=tmp_path / "jobs"
+        registry_url=registry_url,
+        registry_token=TOKENS["evaluator"],
+        tokens=GRANTS,
+        jobs_dir=tmp_path / "jobs",
     )
     state = {}
 
@@ -86,6 +90,31 @@ def make_app(
 
     app = create_app(settings, runner_factory=runner_factory, task_source=lambda split: tasks)
     return app, state, settings
+
+
+# Who sends each job submission in deployment; everything else (polls, lists, refits) is read
+# here as an operator would.
+SUBMITTED_BY = {
+    "/v1/gate-jobs": "trainer",
+    "/v1/gate-a-jobs": "analyst",
+    "/v1/eval-jobs": "operator",
+}
+
+
+class CallerClient(TestClient):
+    """A TestClient that sends each request with the token of the role whose request it is
+    (an explicit Authorization header wins)."""
+
+    def request(self, method: str, url, **kwargs):
+        role = SUBMITTED_BY.get(str(url).split("?")[0], "operator") if method == "POST" else None
+        headers = {"Authorization": f"Bearer {TOKENS[role or 'operator']}"}
+        kwargs["headers"] = {**headers, **(kwargs.get("headers") or {})}
+        return super().request(method, url, **kwargs)
+
+
+def service_client(app) -> TestClient:
+    """A TestClient on `app` that authenticates each request as its caller would."""
+    return CallerClient(app)
 
 
 def wait(http: TestClient, location: str, timeout: float = 90) -> dict:

@@ -17,20 +17,22 @@ from tests.live_servers import live_server, scratch_postgres_database
 
 ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
 TOKENS = {role: f"evaluator-test-{role}-{uuid.uuid4().hex[:8]}" for role in ROLES}
+# One grant per role: the registry admits them, and so do the evaluator and analyst under test
+# (as in deploy/, one grant list for every service).
+GRANTS = [
+    {
+        "name": f"{role}-bot",
+        "role": role,
+        "token_sha256": hashlib.sha256(TOKENS[role].encode()).hexdigest(),
+    }
+    for role in ROLES
+]
 
 
 @pytest.fixture(scope="session")
 def registry_url(tmp_path_factory) -> Iterator[str]:
-    grants = [
-        {
-            "name": f"{role}-bot",
-            "role": role,
-            "token_sha256": hashlib.sha256(TOKENS[role].encode()).hexdigest(),
-        }
-        for role in ROLES
-    ]
     log = tmp_path_factory.mktemp("registry") / "registry.log"
     with scratch_postgres_database(prefix="evaluator_test") as database_url:
-        env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(grants)}
+        env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(GRANTS)}
         with live_server(["registry", "serve", "--allow-owner"], env, log, timeout=60) as url:
             yield url

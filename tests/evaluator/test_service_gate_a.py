@@ -10,8 +10,7 @@ import os
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
-from gate_service_support import client, content, make_app, wait
+from gate_service_support import client, content, make_app, service_client, wait
 from registry_server import TOKENS
 
 from services.evaluator import cli
@@ -76,7 +75,7 @@ def body(drafts, **fields) -> dict:
 def test_gate_a_selects_s0_and_creates_current(registry_url, drafts, tmp_path):
     ids = drafts["ids"]
     app, _ = gate_a_app(registry_url, tmp_path, drafts)
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post("/v1/gate-a-jobs", json=body(drafts))
         assert answer.status_code == 202, answer.text
         assert answer.headers["location"] == f"/v1/gate-a-jobs/{answer.json()['id']}"
@@ -156,7 +155,7 @@ def test_incomplete_gate_a_stores_a_provisional_fit_and_keeps_current(
     app, _ = gate_a_app(
         registry_url, tmp_path, drafts, fail=lambda r: r.task_id in broken and r.arm == "masked"
     )
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post("/v1/gate-a-jobs", json=body(drafts, n_tasks=200, max_retries=0))
         job = wait(http, answer.headers["location"])
     assert job["status"] == "succeeded", job["error"]
@@ -172,7 +171,7 @@ def test_incomplete_gate_a_stores_a_provisional_fit_and_keeps_current(
 
     # a complete Gate A afterwards moves the existing alias with If-Match
     app, _ = gate_a_app(registry_url, tmp_path / "again", drafts)
-    with TestClient(app) as http:
+    with service_client(app) as http:
         job = wait(http, http.post("/v1/gate-a-jobs", json=body(drafts, n_tasks=200)).headers[
             "location"
         ])  # fmt: skip
@@ -191,7 +190,7 @@ def test_bad_gate_a_requests_are_4xx_naming_the_field(registry_url, drafts, tmp_
     analyst.close()
     app, _ = gate_a_app(registry_url, tmp_path, drafts)
     versions = [v.id for v in drafts["versions"]]
-    with TestClient(app) as http:
+    with service_client(app) as http:
         not_draft = http.post(
             "/v1/gate-a-jobs", json=body(drafts, draft_version_ids=[*versions, written.id])
         )

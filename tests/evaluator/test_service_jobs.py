@@ -5,8 +5,14 @@ import itertools
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
-from gate_service_support import card_body, client, content, simulated_identity, wait
+from gate_service_support import (
+    card_body,
+    client,
+    content,
+    service_client,
+    simulated_identity,
+    wait,
+)
 from gate_service_support import make_app as make_service_app
 from registry_server import TOKENS
 
@@ -83,7 +89,7 @@ def test_complete_gate_records_everything_and_moves_the_alias(
     app, state, _ = make_app(registry_url, tmp_path)
     state["effects"] = effects(world["ids"])
     ids = world["ids"]
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post(
             "/v1/gate-jobs",
             json={
@@ -171,7 +177,7 @@ def test_incomplete_gate_stores_a_provisional_fit_and_adopts_nothing(registry_ur
         registry_url, tmp_path, fail=lambda r: r.task_id in broken and r.arm == "bare"
     )
     state["effects"] = effects(world["ids"])
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post(
             "/v1/gate-jobs",
             json={
@@ -219,7 +225,7 @@ def test_alias_moved_meanwhile_is_not_overwritten(registry_url, world, tmp_path)
 
     app, state, _ = make_app(registry_url, tmp_path, on_runner=move_meanwhile)
     state["effects"] = effects(world["ids"])
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post(
             "/v1/gate-jobs",
             json={
@@ -244,7 +250,7 @@ def test_a_backend_serving_another_checkpoint_is_refused_before_any_gate_run(
 ):
     app, state, _ = make_app(registry_url, tmp_path, checkpoint_override="some-other-ckpt")
     state["effects"] = effects(world["ids"])
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post(
             "/v1/gate-jobs",
             json={
@@ -268,7 +274,7 @@ def test_bare_reuse_and_a_gates_own_k_and_solver_are_recorded_and_refit(
     state["effects"] = effects(world["ids"])
     body = {"round": world["round"], "checkpoint_id": world["checkpoint"], "alias": world["alias"],
             "move_alias": False, "budget": 1, "solver": "reference"}  # fmt: skip
-    with TestClient(app) as http:
+    with service_client(app) as http:
         first = wait(http, http.post("/v1/gate-jobs", json=body).headers["location"])
         second = http.post("/v1/gate-jobs", json={**body, "bare_from_job": first["id"]})
         job = wait(http, second.headers["location"])
@@ -301,7 +307,7 @@ def test_bad_requests_are_4xx_naming_the_field(registry_url, world, tmp_path):
     app, state, _ = make_app(registry_url, tmp_path)
     state["effects"] = effects(world["ids"])
     base = {"round": world["round"], "checkpoint_id": world["checkpoint"], "alias": world["alias"]}
-    with TestClient(app) as http:
+    with service_client(app) as http:
         small = http.post("/v1/gate-jobs", json={**base, "n_tasks": 5})
         assert small.status_code == 422
         assert "rank deficient: change the mask seed or add tasks" in small.text
@@ -346,7 +352,7 @@ def test_evaluation_job_over_http(registry_url, world, tmp_path):
         "n_tasks": 120,
         "resamples": 1000,
     }
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post("/v1/eval-jobs", json=body)
         assert answer.status_code == 202, answer.text
         job = wait(http, answer.headers["location"])

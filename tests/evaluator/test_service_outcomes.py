@@ -8,8 +8,8 @@ import math
 
 import pytest
 from fastapi.testclient import TestClient
-from gate_service_support import client, make_app, wait
-from registry_server import TOKENS
+from gate_service_support import client, make_app, service_client, wait
+from registry_server import GRANTS, TOKENS
 from test_service_gate_a import TASKS, body, drafts  # noqa: F401  (drafts: a fixture)
 
 from services.evaluator import cli, service
@@ -47,7 +47,7 @@ def test_an_empty_s0_is_an_explicit_outcome_under_either_policy(
     policy,
 ):
     app = _harmful_app(registry_url, tmp_path, drafts)
-    with TestClient(app) as http:
+    with service_client(app) as http:
         request = _two_drafts(drafts, n_tasks=600, empty_bank=policy)
         answer = http.post("/v1/gate-a-jobs", json=request)
         job = wait(http, answer.headers["location"])
@@ -92,7 +92,7 @@ def test_a_run_whose_recording_fails_is_closed_as_failed(
 
     monkeypatch.setattr(service, "record_gate", failing_record_gate)
     app = _harmful_app(registry_url, tmp_path, drafts)
-    with TestClient(app) as http:
+    with service_client(app) as http:
         answer = http.post("/v1/gate-a-jobs", json=_two_drafts(drafts, n_tasks=100))
         job = wait(http, answer.headers["location"])
     assert job["status"] == "failed" and "recording broke" in job["error"]
@@ -104,7 +104,10 @@ def test_a_run_whose_recording_fails_is_closed_as_failed(
 
 def test_readyz_checks_the_registry_token_and_jobs_folder(registry_url, tmp_path):
     ready = EvaluatorSettings(
-        registry_url=registry_url, registry_token=TOKENS["evaluator"], jobs_dir=tmp_path / "jobs"
+        registry_url=registry_url,
+        registry_token=TOKENS["evaluator"],
+        tokens=GRANTS,
+        jobs_dir=tmp_path / "jobs",
     )
     with TestClient(create_app(ready, task_source=lambda split: [])) as http:
         answer = http.get("/readyz")
@@ -112,10 +115,15 @@ def test_readyz_checks_the_registry_token_and_jobs_folder(registry_url, tmp_path
         assert answer.json()["checks"] == {
             "registry": "ok",
             "registry_token": "ok",
+            "tokens": "ok",
             "jobs_dir": "ok",
         }
     down = ready.model_copy(
-        update={"registry_url": f"http://127.0.0.1:{free_port()}", "registry_token": None}
+        update={
+            "registry_url": f"http://127.0.0.1:{free_port()}",
+            "registry_token": None,
+            "tokens": [],
+        }
     )
     with TestClient(create_app(down, task_source=lambda split: [])) as http:
         answer = http.get("/readyz")
@@ -124,6 +132,7 @@ def test_readyz_checks_the_registry_token_and_jobs_folder(registry_url, tmp_path
     checks = answer.json()["checks"]
     assert checks["registry"].startswith("unreachable") and checks["jobs_dir"] == "ok"
     assert "EVALUATOR_REGISTRY_TOKEN" in checks["registry_token"]
+    assert "EVALUATOR_TOKENS" in checks["tokens"]  # it would refuse every caller
 
 
 def test_refit_of_a_missing_folder_says_the_folder_is_missing(tmp_path, capsys):

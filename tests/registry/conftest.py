@@ -21,7 +21,8 @@ from sqlalchemy import text
 from services.registry.app import create_app
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.migrate import upgrade
-from services.registry.settings import RegistrySettings, TokenGrant, hash_token
+from services.registry.settings import RegistrySettings
+from shared.auth import TokenGrant, hash_token
 from shared.registry_api.schemas import Role
 from tests.live_servers import scratch_database
 

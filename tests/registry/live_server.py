@@ -42,7 +42,7 @@ TWICE_LISTED_TOKEN = "test-token-twice-listed-operator"
 
 def token_grants() -> str:
     """REGISTRY_TOKENS: the test tokens of every role, plus an expired and a revoked one."""
-    from services.registry.settings import hash_token
+    from shared.auth import hash_token
 
     grants = [
         {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}

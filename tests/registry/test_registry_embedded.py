@@ -15,7 +15,8 @@ from registry_support import CHINESE_CHUNK, chunk_content, free_port
 from services.registry.app import create_app
 from services.registry.cli import main as registry_cli
 from services.registry.migrate import upgrade
-from services.registry.settings import RegistrySettings, TokenGrant, hash_token
+from services.registry.settings import RegistrySettings
+from shared.auth import TokenGrant, hash_token
 from shared.registry_api.schemas import Role
 
 

@@ -26,7 +26,8 @@ from write_catalog import WriteWalk
 
 from services.registry.app import create_app
 from services.registry.migrate import upgrade
-from services.registry.settings import RegistrySettings, hash_token
+from services.registry.settings import RegistrySettings
+from shared.auth import hash_token
 from shared.registry_api.schemas import Role
 from tests.live_servers import live_server, scratch_postgres_database
 

@@ -6,6 +6,11 @@ keeps the state a real server would: the weight version (`/update_weight_version
 `/weight_info`), the folder it reloaded (`/collective_rpc` `reload_weights`, which checks the
 folder holds HF weights), pause/resume, and LoRA adapters (`/v1/load_lora_adapter`, `/v1/models`).
 
+With `--api-key KEY` it checks the key as vLLM 0.32's `AuthenticationMiddleware` does: a request
+under `/v1`, `/v2`, `/inference` or `/cohere` without `Authorization: Bearer KEY` is a 401, every
+other path answers anyone. It also lists, in its state's `unkeyed`, each call (outside `/fake`
+and `/health`) that came without the key, so a test can see that a client sent it everywhere.
+
 Misbehaviour on purpose: `POST /fake/fail-reload {"on": true}` makes reload_weights answer 500,
 as a worker that cannot read the folder. `POST /fake/restart` forgets everything pushed, as a
 restarted server that came back on its original weights. `GET /fake/state` shows the state.
@@ -19,15 +24,28 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from fastapi import Body, FastAPI, HTTPException, Query
+from fastapi import Body, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
 
 INITIAL_VERSION = "initial"
+GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")  # vLLM 0.32's, not one path more
+UNCHECKED = ("/fake/", "/health")  # the test's own controls and the probes
 
 
-def make_app(served_model: str) -> FastAPI:
+def make_app(served_model: str, api_key: str | None = None) -> FastAPI:
     app = FastAPI(title="fake vLLM server (test double)")
     state: dict[str, Any] = {}
     behaviour = {"fail_reload": False}
+
+    @app.middleware("http")
+    async def check_key(request: Request, call_next):
+        keyed = api_key is None or request.headers.get("authorization") == f"Bearer {api_key}"
+        path = request.url.path
+        if not keyed and not path.startswith(UNCHECKED):
+            state["unkeyed"].append(f"{request.method} {path}")
+            if path.startswith(GUARDED_PREFIX):
+                return JSONResponse({"error": "Unauthorized"}, status_code=401)
+        return await call_next(request)
 
     def reset() -> None:
         state.update(
@@ -37,6 +55,7 @@ def make_app(served_model: str) -> FastAPI:
             paused=False,
             adapters={},
             calls=[],
+            unkeyed=[],
         )
 
     reset()
@@ -133,8 +152,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--served-model", default="policy")
+    parser.add_argument("--api-key", default=None, help="checked as vLLM checks --api-key")
     args = parser.parse_args()
-    app = make_app(args.served_model)
+    app = make_app(args.served_model, args.api_key)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

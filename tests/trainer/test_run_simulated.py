@@ -89,7 +89,7 @@ def interrupted_then_resumed(path, out, config: TrainerConfig, *extra: str) -> N
     process = subprocess.Popen(
         train_command(path, out, *extra),
         cwd=REPO,
-        env=environment(),
+        env=environment(*extra),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

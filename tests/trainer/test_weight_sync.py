@@ -32,10 +32,11 @@ FAKE_SERVER = "tests.trainer.fake_vllm_server"
 class FakeServer:
     """One fake vLLM server process on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, api_key: str | None = None) -> None:
         self.port = free_port()
+        key = ["--api-key", api_key] if api_key else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", FAKE_SERVER, "--port", str(self.port)], cwd=ROOT
+            [sys.executable, "-m", FAKE_SERVER, "--port", str(self.port), *key], cwd=ROOT
         )
         self.root = f"http://127.0.0.1:{self.port}"
 

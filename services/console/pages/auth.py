@@ -113,7 +113,7 @@ def login(
     except RegistryError:
         registry.close()
         raise
-    session = store.open(name=who["name"], role=who["role"], registry=registry)
+    session = store.open(name=who["name"], role=who["role"], registry=registry, token=token.strip())
     response = RedirectResponse(_safe_next(next), status_code=303)
     _set_cookie(response, request, settings, COOKIE, session.id, settings.session_ttl_s)
     response.delete_cookie(LOGIN_COOKIE, path="/")

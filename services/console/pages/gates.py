@@ -33,15 +33,17 @@ def gates_index(request: Request, session: Login) -> Response:
     return render(request, "gates.html", session, gates=gates)
 
 
-def _evaluator_jobs(evaluator_url: str | None, gate_id: int) -> list[dict]:
-    """The evaluator's jobs that recorded this gate run (read-only; empty when not configured
-    or not answering: the registry's record stands on its own)."""
+def _evaluator_jobs(evaluator_url: str | None, gate_id: int, token: str) -> list[dict]:
+    """The evaluator's jobs that recorded this gate run, read with the user's own token (the
+    evaluator admits operators and readers); empty when not configured, not answering or
+    refusing the token: the registry's record stands on its own."""
     if not evaluator_url:
         return []
     jobs = []
+    headers = {"Authorization": f"Bearer {token}"}
     try:
         for kind in ("gate", "gate-a"):
-            answer = httpx.get(f"{evaluator_url}/v1/{kind}-jobs", timeout=3.0)
+            answer = httpx.get(f"{evaluator_url}/v1/{kind}-jobs", headers=headers, timeout=3.0)
             answer.raise_for_status()
             jobs += [
                 {**job, "url": f"{evaluator_url}/v1/{kind}-jobs/{job['id']}"}
@@ -94,7 +96,7 @@ def gate_page(request: Request, session: Login, settings: SettingsDep, gate_id: 
         lines=lines,
         plot=plot,
         next_bank=next_bank,
-        jobs=_evaluator_jobs(settings.evaluator_url, gate_id),
+        jobs=_evaluator_jobs(settings.evaluator_url, gate_id, session.token),
     )
 
 

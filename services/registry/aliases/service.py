@@ -11,7 +11,6 @@ from sqlmodel import Session
 from services.registry.aliases import repository
 from services.registry.aliases.models import Alias, AliasEvent
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.banks import repository as banks_repository
 from services.registry.concurrency import alias_etag, conflict_on_integrity, revisions_from_if_match
 from services.registry.errors import (
@@ -25,6 +24,7 @@ from services.registry.errors import (
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.registry_api.schemas import (
     AliasAction,
     AliasCreate,

@@ -9,10 +9,10 @@ from pydantic import BaseModel
 from sqlmodel import Session
 
 from services.registry.audit import repository
-from services.registry.auth import Principal
 from services.registry.cards.gold import withhold_gold
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.registry_api.schemas import AuditEntryPublic, Page
 
 

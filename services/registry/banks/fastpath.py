@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.registry.banks.routes import IMMUTABLE
 from services.registry.concurrency import etag_matches
-from services.registry.errors import Unauthorized
+from shared.auth import Unauthorized
 from shared.observability import ROUTE_TEMPLATE_KEY
 from shared.registry_api.schemas import MAX_ID
 

@@ -9,7 +9,6 @@ from sqlmodel import Session
 
 from services.registry.aliases import repository as aliases_repository
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.banks import repository
 from services.registry.banks.cache import CachedBank
 from services.registry.banks.models import Bank, BankEntry
@@ -20,6 +19,7 @@ from services.registry.errors import Conflict, FieldInvalid, IntegrityViolation,
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.chunks import RENDERER_VERSION, InjectedChunk, render_skill_block, select_injected
 from shared.hashing import content_hash
 from shared.registry_api.schemas import (

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.cards import repository
 from services.registry.cards.gold import WITHHELD, withhold_gold
 from services.registry.cards.models import Candidate, FailureCard
@@ -16,6 +15,7 @@ from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository as evidence_repository
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.leak import find_leaks
 from shared.registry_api.schemas import (
     CandidateCreate,

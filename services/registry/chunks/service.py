@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable, Sequence
 from sqlmodel import Session
 
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.cards import repository as cards_repository
 from services.registry.chunks import repository
 from services.registry.chunks.models import Chunk, ChunkVersion
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.chunks import ChunkContent
 from shared.leak import find_leaks
 from shared.registry_api.schemas import (

@@ -5,13 +5,13 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.banks import repository as banks_repository
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository
 from services.registry.evidence.models import AllWrongGroup, Checkpoint
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.registry_api.schemas import (
     BankStatus,
     CheckpointCreate,

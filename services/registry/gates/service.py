@@ -8,7 +8,6 @@ from collections import defaultdict
 from sqlmodel import Session
 
 from services.registry.audit import service as audit
-from services.registry.auth import Principal
 from services.registry.banks import repository as banks_repository
 from services.registry.cards import repository as cards_repository
 from services.registry.chunks import service as chunks
@@ -18,6 +17,7 @@ from services.registry.evidence import repository as evidence_repository
 from services.registry.gates import repository
 from services.registry.gates.models import GateDecision, GateDecisionRow, GateObservation, GateRun
 from services.registry.pagination import page
+from shared.auth import Principal
 from shared.registry_api.schemas import (
     REWARD_COMPONENTS,
     BankStatus,

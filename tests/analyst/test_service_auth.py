@@ -1,0 +1,114 @@
+"""Bearer tokens at the analyst, as its callers meet it: the real `intraskill analyst serve`
+process on loopback (the live registry), admitting one grant per role (ANALYST_TOKENS, the list
+the registry holds too).
+
+`ROLES_OF` is the policy written down by hand: no token or an unknown one is a 401 (before the
+body is validated), a role the route does not admit a 403, the admitted roles get through;
+`/healthz`, `/readyz` and `/metrics` answer without a token. Then the trainer's own client
+hands in a group with its token, and an operator reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from registry_server import GRANTS, TOKENS
+
+from shared.analyst_api import AnalystClient, AnalystError
+from shared.analyst_api.schemas import AllWrongGroupSubmit
+from tests.live_servers import live_server
+
+ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
+READERS = {"trainer", "operator", "reader"}
+ROLES_OF = {
+    ("POST", "/v1/all-wrong-groups"): {"trainer"},
+    ("GET", "/v1/all-wrong-groups"): READERS,
+    ("GET", "/v1/all-wrong-groups/{group_id}"): READERS,
+    ("GET", "/v1/funnel"): READERS,
+    ("POST", "/v1/compile-jobs"): {"trainer"},
+    ("POST", "/v1/cold-start-jobs"): {"operator"},
+    ("GET", "/v1/jobs/{job_id}"): READERS,
+}
+ANONYMOUS = {"/healthz", "/readyz"}  # and /metrics, which OpenAPI does not list
+
+
+@pytest.fixture(scope="module")
+def analyst(registry_url, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("analyst-auth")
+    env = {
+        "ANALYST_REGISTRY_URL": registry_url,
+        "ANALYST_REGISTRY_TOKEN": TOKENS["analyst"],
+        "ANALYST_TOKENS": json.dumps(GRANTS),
+        "ANALYST_DATA_DIR": str(folder / "data"),
+    }
+    with live_server(["analyst", "serve"], env, folder / "analyst.log") as url:
+        yield url
+
+
+def test_the_written_policy_is_every_route_the_service_publishes(analyst):
+    document = httpx.get(f"{analyst}/openapi.json", timeout=30).json()
+    published, anonymous = {}, set()
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "x-roles" in operation:
+                published[(method.upper(), path)] = set(operation["x-roles"])
+            else:
+                anonymous.add(path)
+    assert published == ROLES_OF
+    assert anonymous == ANONYMOUS
+
+
+@pytest.mark.parametrize(("method", "route"), sorted(ROLES_OF))
+def test_no_token_401_wrong_role_403_right_role_through(analyst, method, route):
+    path = route.replace("{group_id}", "group-nope").replace("{job_id}", "job-nope")
+    params = {"run_id": "r", "round": 0} if route == "/v1/funnel" else None
+    body = {} if method == "POST" else None  # invalid on purpose: a 422 means auth let it by
+
+    def call(headers: dict[str, str]) -> httpx.Response:
+        return httpx.request(
+            method, analyst + path, json=body, params=params, headers=headers, timeout=60
+        )
+
+    missing = call({})
+    assert missing.status_code == 401, missing.text
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json() == {"detail": "missing bearer token"}
+    unknown = call({"Authorization": "Bearer not-a-token"})
+    assert (unknown.status_code, unknown.json()) == (401, {"detail": "unknown bearer token"})
+    for role in ROLES:
+        answer = call({"Authorization": f"Bearer {TOKENS[role]}"})
+        if role in ROLES_OF[(method, route)]:
+            assert answer.status_code in (200, 404, 422), (role, answer.text)
+        else:
+            assert answer.status_code == 403, (role, answer.text)
+            assert f"role '{role}' may not do this" in answer.json()["detail"]
+
+
+def test_probes_and_metrics_answer_without_a_token(analyst):
+    ready = httpx.get(f"{analyst}/readyz", timeout=30)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"]["tokens"] == "ok"
+    assert httpx.get(f"{analyst}/healthz", timeout=30).status_code == 200
+    metrics = httpx.get(f"{analyst}/metrics", timeout=30)
+    assert metrics.status_code == 200 and "http_requests_total" in metrics.text
+
+
+def test_the_trainer_hands_in_a_group_and_an_operator_reads_it(analyst):
+    group = AllWrongGroupSubmit(
+        run_id="auth-run", round=0, step=1, group_index=0, task_id="task-000001", bank_id=1,
+        bank_hash="a" * 64, treatment={"mode": "assisted", "inclusion": [1, 0]}, evidence_id=1,
+        checkpoint_id="c", siblings=[{"reward": 0.0, "trajectory_uri": "file:///t/0.json"}] * 2,
+    )  # fmt: skip
+    with AnalystClient(analyst, token=None, retries=0) as anonymous:
+        with pytest.raises(AnalystError) as refused:
+            anonymous.submit_all_wrong_group(group)
+        assert refused.value.status_code == 401
+    with AnalystClient(analyst, token=TOKENS["operator"], retries=0) as operator:
+        with pytest.raises(AnalystError) as refused:
+            operator.submit_all_wrong_group(group)  # the trainer's work, not an operator's
+        assert refused.value.status_code == 403
+        with AnalystClient(analyst, token=TOKENS["trainer"], retries=0) as trainer:
+            stored = trainer.submit_all_wrong_group(group)
+        assert [g.id for g in operator.list_groups(run_id="auth-run")] == [stored.id]

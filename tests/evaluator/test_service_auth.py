@@ -1,0 +1,160 @@
+"""Bearer tokens at the evaluator, as its callers meet it: the real `intraskill gate serve`
+process on loopback (procedural TEST DOUBLE backend, the live registry), admitting one grant per
+role (EVALUATOR_TOKENS, the list the registry holds too).
+
+`ROLES_OF` is the policy written down by hand, not read from the code: no token or an unknown
+one is a 401 (before the body is even validated), a role the route does not admit a 403, the
+admitted roles get through; `/healthz`, `/readyz` and `/metrics` answer without a token. Then
+the callers themselves: the trainer's client, the analyst's Gate A call and an operator's
+evaluation, each with its own token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from registry_server import GRANTS, TOKENS
+
+from services.analyst.cold_start import _evaluator_gate_a
+from services.analyst.settings import AnalystSettings
+from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
+from shared.registry_api.client import RegistryClient
+from tests.live_servers import live_server
+
+ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
+OBSERVERS = {"operator", "reader"}
+ROLES_OF = {
+    ("POST", "/v1/gate-jobs"): {"trainer"},
+    ("POST", "/v1/gate-a-jobs"): {"analyst"},
+    ("POST", "/v1/eval-jobs"): {"operator"},
+    ("POST", "/v1/refits"): {"trainer"} | OBSERVERS,
+    ("GET", "/v1/gate-jobs"): {"trainer"} | OBSERVERS,
+    ("GET", "/v1/gate-jobs/{job_id}"): {"trainer"} | OBSERVERS,
+    ("GET", "/v1/gate-a-jobs"): {"analyst"} | OBSERVERS,
+    ("GET", "/v1/gate-a-jobs/{job_id}"): {"analyst"} | OBSERVERS,
+    ("GET", "/v1/eval-jobs/{job_id}"): OBSERVERS,
+}
+ANONYMOUS = {"/healthz", "/readyz"}  # and /metrics, which OpenAPI does not list
+
+
+def bearer(role: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[role]}"}
+
+
+@pytest.fixture(scope="module")
+def evaluator(registry_url, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("evaluator-auth")
+    env = {
+        "EVALUATOR_REGISTRY_URL": registry_url,
+        "EVALUATOR_REGISTRY_TOKEN": TOKENS["evaluator"],
+        "EVALUATOR_TOKENS": json.dumps(GRANTS),
+        "EVALUATOR_JOBS_DIR": str(folder / "jobs"),
+        "EVALUATOR_BACKEND": "procedural",
+        "EVALUATOR_ENV_PRESET": "test",
+    }
+    with live_server(["gate", "serve"], env, folder / "evaluator.log") as url:
+        yield url
+
+
+def test_the_written_policy_is_every_route_the_service_publishes(evaluator):
+    """Each operation's published `x-roles` is the policy above, and only the probes go
+    without: a new route without a role check would show up here."""
+    document = httpx.get(f"{evaluator}/openapi.json", timeout=30).json()
+    published, anonymous = {}, set()
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            if "x-roles" in operation:
+                published[(method.upper(), path)] = set(operation["x-roles"])
+            else:
+                anonymous.add(path)
+    assert published == ROLES_OF
+    assert anonymous == ANONYMOUS
+
+
+@pytest.mark.parametrize(("method", "route"), sorted(ROLES_OF))
+def test_no_token_401_wrong_role_403_right_role_through(evaluator, method, route):
+    path = route.replace("{job_id}", "job-nope")
+    body = {} if method == "POST" else None  # invalid on purpose: a 422 means auth let it by
+
+    def call(headers: dict[str, str]) -> httpx.Response:
+        return httpx.request(method, evaluator + path, json=body, headers=headers, timeout=60)
+
+    missing = call({})
+    assert missing.status_code == 401, missing.text
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json() == {"detail": "missing bearer token"}
+    unknown = call({"Authorization": "Bearer not-a-token"})
+    assert (unknown.status_code, unknown.json()) == (401, {"detail": "unknown bearer token"})
+    assert call({"Authorization": f"Basic {TOKENS['operator']}"}).status_code == 401
+    for role in ROLES:
+        answer = call(bearer(role))
+        if role in ROLES_OF[(method, route)]:
+            assert answer.status_code in (200, 404, 422), (role, answer.text)
+        else:
+            assert answer.status_code == 403, (role, answer.text)
+            assert f"role '{role}' may not do this" in answer.json()["detail"]
+
+
+def test_probes_and_metrics_answer_without_a_token(evaluator):
+    ready = httpx.get(f"{evaluator}/readyz", timeout=30)
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"]["tokens"] == "ok"
+    assert httpx.get(f"{evaluator}/healthz", timeout=30).status_code == 200
+    metrics = httpx.get(f"{evaluator}/metrics", timeout=30)
+    assert metrics.status_code == 200 and "http_requests_total" in metrics.text
+
+
+def test_the_trainers_client_sends_its_token(evaluator):
+    with_token = EvaluatorClient(evaluator, token=TOKENS["trainer"], retries=0)
+    assert with_token.find_gate(round_index=0, checkpoint_id="nope") is None
+    with_token.close()
+    for token, status in ((None, 401), (TOKENS["analyst"], 403)):
+        client = EvaluatorClient(evaluator, token=token, retries=0)
+        with pytest.raises(EvaluatorError) as refused:
+            client.find_gate(round_index=0, checkpoint_id="nope")
+        client.close()
+        assert refused.value.status_code == status
+
+
+def test_the_analysts_gate_a_call_sends_its_evaluator_token(evaluator, tmp_path):
+    settings = AnalystSettings(evaluator_url=evaluator, data_dir=tmp_path)
+    with pytest.raises(LookupError, match="ANALYST_EVALUATOR_TOKEN"):
+        _evaluator_gate_a(settings)({})
+    for role, status in (("analyst", 422), ("trainer", 403)):  # 422: admitted, body checked
+        as_role = AnalystSettings(
+            evaluator_url=evaluator, evaluator_token=TOKENS[role], data_dir=tmp_path
+        )
+        with pytest.raises(httpx.HTTPStatusError) as answer:
+            _evaluator_gate_a(as_role)({"draft_version_ids": []})
+        assert answer.value.response.status_code == status, answer.value.response.text
+
+
+def test_an_operators_evaluation_runs_and_readers_follow_it(evaluator, registry_url):
+    checkpoint = f"auth-{time.monotonic_ns()}"
+    with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
+        trainer.create_checkpoint(checkpoint, uri="file:///procedural-test-double", step=0, round=0)
+    body = {
+        "conditions": [{"name": "base/bare", "checkpoint_id": checkpoint}],
+        "split": "test",
+        "n_tasks": 4,
+        "resamples": 100,
+    }
+    refused = httpx.post(f"{evaluator}/v1/eval-jobs", json=body, headers=bearer("trainer"))
+    assert refused.status_code == 403
+    answer = httpx.post(
+        f"{evaluator}/v1/eval-jobs", json=body, headers=bearer("operator"), timeout=300
+    )
+    assert answer.status_code == 202, answer.text
+    location = f"{evaluator}{answer.headers['location']}"
+    deadline = time.monotonic() + 300
+    while (job := httpx.get(location, headers=bearer("reader"), timeout=60).json())["status"] in (
+        "queued",
+        "running",
+    ):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.5)
+    assert job["status"] == "succeeded", job.get("error")
+    assert httpx.get(location, headers=bearer("trainer"), timeout=60).status_code == 403
