@@ -14,33 +14,8 @@ from services.evaluator.pairing import RolloutIdentity
 from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.settings import EvaluatorSettings
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
-from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
-
-
-def content(tag: str) -> ChunkContent:
-    return ChunkContent(
-        title=f"Check the size first ({tag})",
-        applies_when="the task names a size",
-        procedure=["open the item", f"select the size ({tag})"],
-        verify="the size is selected",
-        avoid="buying before choosing a size",
-    )
-
-
-def card_body(round_number: int, task_id: str = "task-000001") -> dict:
-    """An eligible ADD card with a placeholder deployable part (no gold in it)."""
-    return {
-        "round": round_number,
-        "task_id": task_id,
-        "outcome": CardOutcome.ADD,
-        "eligible": True,
-        "deployable": DeployableAbstraction(
-            failure_mechanism="m", applicable_when="a", observable_trigger="t",
-            corrective_procedure="p", verification_step="v",
-        ),
-    }  # fmt: skip
+from tests.evaluator.bodies import card_body, content  # noqa: F401  (the tests import them here)
 
 
 def client(url, role="evaluator") -> RegistryClient:

@@ -16,7 +16,7 @@ from services.trainer.orchestrator import Run, RunError, ServiceUrls
 from services.trainer.run_context import RunContext
 from services.trainer.service_lifecycle import ServiceClients
 from shared.registry_api.client import RegistryClient
-from tests.evaluator.gate_service_support import card_body, content
+from tests.evaluator.bodies import card_body, content
 from tests.operator.live_registry import live_registry
 
 
