@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from registry_server import GRANTS, TOKENS
 
 from shared.analyst_api import AnalystClient, AnalystError
 from shared.analyst_api.schemas import AllWrongGroupSubmit
 from tests.live_servers import live_server
+from tests.service_auth import (
+    ANONYMOUS,
+    assert_probes_and_metrics_are_anonymous,
+    assert_route_admits_only,
+    published_policy,
+)
 
-ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
 READERS = {"trainer", "operator", "reader"}
 ROLES_OF = {
     ("POST", "/v1/all-wrong-groups"): {"trainer"},
@@ -31,7 +35,6 @@ ROLES_OF = {
     ("POST", "/v1/cold-start-jobs"): {"operator"},
     ("GET", "/v1/jobs/{job_id}"): READERS,
 }
-ANONYMOUS = {"/healthz", "/readyz"}  # and /metrics, which OpenAPI does not list
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +51,7 @@ def analyst(registry_url, tmp_path_factory):
 
 
 def test_the_written_policy_is_every_route_the_service_publishes(analyst):
-    document = httpx.get(f"{analyst}/openapi.json", timeout=30).json()
-    published, anonymous = {}, set()
-    for path, operations in document["paths"].items():
-        for method, operation in operations.items():
-            if "x-roles" in operation:
-                published[(method.upper(), path)] = set(operation["x-roles"])
-            else:
-                anonymous.add(path)
+    published, anonymous = published_policy(analyst)
     assert published == ROLES_OF
     assert anonymous == ANONYMOUS
 
@@ -64,35 +60,13 @@ def test_the_written_policy_is_every_route_the_service_publishes(analyst):
 def test_no_token_401_wrong_role_403_right_role_through(analyst, method, route):
     path = route.replace("{group_id}", "group-nope").replace("{job_id}", "job-nope")
     params = {"run_id": "r", "round": 0} if route == "/v1/funnel" else None
-    body = {} if method == "POST" else None  # invalid on purpose: a 422 means auth let it by
-
-    def call(headers: dict[str, str]) -> httpx.Response:
-        return httpx.request(
-            method, analyst + path, json=body, params=params, headers=headers, timeout=60
-        )
-
-    missing = call({})
-    assert missing.status_code == 401, missing.text
-    assert missing.headers["www-authenticate"] == "Bearer"
-    assert missing.json() == {"detail": "missing bearer token"}
-    unknown = call({"Authorization": "Bearer not-a-token"})
-    assert (unknown.status_code, unknown.json()) == (401, {"detail": "unknown bearer token"})
-    for role in ROLES:
-        answer = call({"Authorization": f"Bearer {TOKENS[role]}"})
-        if role in ROLES_OF[(method, route)]:
-            assert answer.status_code in (200, 404, 422), (role, answer.text)
-        else:
-            assert answer.status_code == 403, (role, answer.text)
-            assert f"role '{role}' may not do this" in answer.json()["detail"]
+    assert_route_admits_only(
+        analyst, method, path, ROLES_OF[(method, route)], TOKENS, params=params
+    )
 
 
 def test_probes_and_metrics_answer_without_a_token(analyst):
-    ready = httpx.get(f"{analyst}/readyz", timeout=30)
-    assert ready.status_code == 200, ready.text
-    assert ready.json()["checks"]["tokens"] == "ok"
-    assert httpx.get(f"{analyst}/healthz", timeout=30).status_code == 200
-    metrics = httpx.get(f"{analyst}/metrics", timeout=30)
-    assert metrics.status_code == 200 and "http_requests_total" in metrics.text
+    assert_probes_and_metrics_are_anonymous(analyst)
 
 
 def test_the_trainer_hands_in_a_group_and_an_operator_reads_it(analyst):

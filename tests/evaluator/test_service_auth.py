@@ -23,8 +23,13 @@ from services.analyst.settings import AnalystSettings
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from shared.registry_api.client import RegistryClient
 from tests.live_servers import live_server
+from tests.service_auth import (
+    ANONYMOUS,
+    assert_probes_and_metrics_are_anonymous,
+    assert_route_admits_only,
+    published_policy,
+)
 
-ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
 OBSERVERS = {"operator", "reader"}
 ROLES_OF = {
     ("POST", "/v1/gate-jobs"): {"trainer"},
@@ -37,7 +42,6 @@ ROLES_OF = {
     ("GET", "/v1/gate-a-jobs/{job_id}"): {"analyst"} | OBSERVERS,
     ("GET", "/v1/eval-jobs/{job_id}"): OBSERVERS,
 }
-ANONYMOUS = {"/healthz", "/readyz"}  # and /metrics, which OpenAPI does not list
 
 
 def bearer(role: str) -> dict[str, str]:
@@ -62,14 +66,7 @@ def evaluator(registry_url, tmp_path_factory):
 def test_the_written_policy_is_every_route_the_service_publishes(evaluator):
     """Each operation's published `x-roles` is the policy above, and only the probes go
     without: a new route without a role check would show up here."""
-    document = httpx.get(f"{evaluator}/openapi.json", timeout=30).json()
-    published, anonymous = {}, set()
-    for path, operations in document["paths"].items():
-        for method, operation in operations.items():
-            if "x-roles" in operation:
-                published[(method.upper(), path)] = set(operation["x-roles"])
-            else:
-                anonymous.add(path)
+    published, anonymous = published_policy(evaluator)
     assert published == ROLES_OF
     assert anonymous == ANONYMOUS
 
@@ -77,34 +74,11 @@ def test_the_written_policy_is_every_route_the_service_publishes(evaluator):
 @pytest.mark.parametrize(("method", "route"), sorted(ROLES_OF))
 def test_no_token_401_wrong_role_403_right_role_through(evaluator, method, route):
     path = route.replace("{job_id}", "job-nope")
-    body = {} if method == "POST" else None  # invalid on purpose: a 422 means auth let it by
-
-    def call(headers: dict[str, str]) -> httpx.Response:
-        return httpx.request(method, evaluator + path, json=body, headers=headers, timeout=60)
-
-    missing = call({})
-    assert missing.status_code == 401, missing.text
-    assert missing.headers["www-authenticate"] == "Bearer"
-    assert missing.json() == {"detail": "missing bearer token"}
-    unknown = call({"Authorization": "Bearer not-a-token"})
-    assert (unknown.status_code, unknown.json()) == (401, {"detail": "unknown bearer token"})
-    assert call({"Authorization": f"Basic {TOKENS['operator']}"}).status_code == 401
-    for role in ROLES:
-        answer = call(bearer(role))
-        if role in ROLES_OF[(method, route)]:
-            assert answer.status_code in (200, 404, 422), (role, answer.text)
-        else:
-            assert answer.status_code == 403, (role, answer.text)
-            assert f"role '{role}' may not do this" in answer.json()["detail"]
+    assert_route_admits_only(evaluator, method, path, ROLES_OF[(method, route)], TOKENS)
 
 
 def test_probes_and_metrics_answer_without_a_token(evaluator):
-    ready = httpx.get(f"{evaluator}/readyz", timeout=30)
-    assert ready.status_code == 200, ready.text
-    assert ready.json()["checks"]["tokens"] == "ok"
-    assert httpx.get(f"{evaluator}/healthz", timeout=30).status_code == 200
-    metrics = httpx.get(f"{evaluator}/metrics", timeout=30)
-    assert metrics.status_code == 200 and "http_requests_total" in metrics.text
+    assert_probes_and_metrics_are_anonymous(evaluator)
 
 
 def test_the_trainers_client_sends_its_token(evaluator):
