@@ -15,17 +15,13 @@ import pytest
 from services.evaluator.runtime import agent_runner_factory
 from services.evaluator.settings import EvaluatorSettings
 from shared.vllm_weights import WeightLoadError
-from tests.trainer.test_weight_sync import FakeServer, _sha, _weights
+from tests.trainer.test_weight_sync import FakeServer, _sha, _weights, running_fake_server
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FakeServer]:
-    fake = FakeServer()
-    try:
-        fake.wait_healthy()
+    with running_fake_server() as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

@@ -22,19 +22,15 @@ from services.evaluator.settings import EvaluatorSettings
 from services.trainer.weight_sync import ServerRollouts, WeightSync, WeightSyncError, from_config
 from shared.agent.runner import RolloutConfig
 from shared.agent.serve import vllm_python
-from tests.trainer.test_weight_sync import FakeServer, _weights
+from tests.trainer.test_weight_sync import FakeServer, _weights, running_fake_server
 
 KEY = "test-vllm-key"
 
 
 @pytest.fixture(scope="module")
 def keyed() -> Iterator[FakeServer]:
-    fake = FakeServer(api_key=KEY)
-    try:
-        fake.wait_healthy()
+    with running_fake_server(api_key=KEY) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -68,6 +69,17 @@ class FakeServer:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+
+
+@contextmanager
+def running_fake_server(api_key: str | None = None) -> Iterator[FakeServer]:
+    """One fake server, healthy, stopped on the way out (the module fixtures' body)."""
+    fake = FakeServer(api_key=api_key)
+    try:
+        fake.wait_healthy()
+        yield fake
+    finally:
+        fake.stop()
 
 
 @pytest.fixture(scope="module")
