@@ -38,7 +38,7 @@ def test_numeral_values(numeral, value):
 
 
 @pytest.mark.parametrize(
-    "numeral", ["一二百", "九九八十一", "二十一百", "百", "十十", "万", "百二"]
+    "numeral", ["一二百", "九九八十一", "二十一百", "百", "十十", "万", "百二", "元", "a", ""]
 )
 def test_runs_that_are_no_numeral_have_no_value(numeral):
     assert numeral_value(numeral) is None
@@ -61,6 +61,9 @@ def test_runs_that_are_no_numeral_have_no_value(numeral):
         ("万一一百二十九元的卖完了", "万一129元的卖完了"),  # a word glued to the front
         ("一二百个", "一200个"),  # the longest tail that is a numeral
         ("一千二百九十九点五", "1299.5"),
+        ("一千二百九十九点五零元", "1299.50元"),  # every decimal digit, in order
+        ("一百二元", "120元"),  # the spoken form stays an integer in the text
+        ("三万五", "35000"),
     ],
 )
 def test_numerals_money_and_percentages_in_text(text, expected):
@@ -74,6 +77,7 @@ def test_numerals_money_and_percentages_in_text(text, expected):
         "万一没有结果",  # "just in case"
         "3万",  # a mix with Arabic digits is left as written
         "1.5万元",
+        "三点5元",  # Arabic digits in the decimals: the run is a mix too
         "129元",
         "price $348.00",
     ],
