@@ -189,8 +189,9 @@ def test_two_ranks_push_each_version_once_from_rank_0(server, tmp_path):
             "--out", str(out), "--analyst-url", analyst,
         ]  # fmt: skip
         done = subprocess.run(
-            command, cwd=REPO, env=environment(), capture_output=True, text=True, timeout=3600
-        )
+            command, cwd=REPO, env=environment(*command), capture_output=True, text=True,
+            timeout=3600,
+        )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["world_size"] == 2 and run["finished"] is True
