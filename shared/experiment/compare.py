@@ -29,6 +29,11 @@ METRICS = (Metric("r_success", "r_success"), Metric("r_strict", "r_strict"))
 POLICIES = ("bank", "bare")  # each final checkpoint with its final bank, and without any
 
 
+def rolled_out_as(test: Mapping[str, Any], name: str) -> str:
+    """The test condition whose rollouts `name` reports (itself unless it is identical to one)."""
+    return test["conditions"][name].get("identical_to") or name
+
+
 def arm_fingerprint(config: Mapping[str, Any], initial_bank_hash: str | None) -> str:
     """What the arm is, whatever the seed: its effective config without the run's seed and
     alias, and the content hash of the bank it starts from (grpo and fixed-s0 share a config
@@ -175,14 +180,18 @@ def build_comparison(
     reference = arms[0]
     for other in arms[1:]:
         for which in POLICIES:
-            a = pooled(columns, [r["conditions"][which] for r in by_arm[reference.name]])
-            b = pooled(columns, [r["conditions"][which] for r in by_arm[other.name]])
+            names_a = [r["conditions"][which] for r in by_arm[reference.name]]
+            names_b = [r["conditions"][which] for r in by_arm[other.name]]
+            a, b = pooled(columns, names_a), pooled(columns, names_b)
+            one = [rolled_out_as(test, n) for n in names_a] == [
+                rolled_out_as(test, n) for n in names_b
+            ]
             result["comparisons"].append(
                 {
                     "a": reference.name,
                     "b": other.name,
                     "policy": which,
-                    "kind": "contrast",
+                    "kind": "identical" if one else "contrast",
                     "differences": {
                         m.name: paired_bootstrap(
                             a,

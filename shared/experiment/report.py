@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.noise_floor import comparison_label
+
 FIGURES = {
     "curves": "figures/learning-curves.png",
     "test": "figures/test-success.png",
@@ -82,7 +84,8 @@ def markdown(c: Mapping[str, Any]) -> str:
     rows = [["base (bare)", "-", _rate(c["base"]["r_success"]), "-", "-"]]
     for name, a in c["arms"].items():
         bank, bare = a["test"]["bank"], a["test"]["bare"]
-        note = " (bank empty: = bare, evaluated once)" if bank["identical_to"] else ""
+        same = sorted({name for name in bank["identical_to"] or [] if name})
+        note = f" (evaluated once: the rollouts of {', '.join(same)})" if same else ""
         rows.append(
             [
                 name,
@@ -105,12 +108,9 @@ def markdown(c: Mapping[str, Any]) -> str:
     lines += ["", "## Paired differences (a - b)", ""]
     rows = []
     for row in c["comparisons"]:
-        label = f"{row['a']} - {row['b']}"
-        if row["kind"] == "A/A":
-            label = f"A/A noise floor: {label} (one condition, other sampling seeds)"
         rows.append(
             [
-                label,
+                comparison_label(row),
                 row["policy"],
                 _pp(row["differences"]["r_success"]),
                 _pp(row["differences"]["r_strict"]),

@@ -9,7 +9,10 @@ Phases (each skipped on a rerun once done, like the demo's, whose first four it 
    and its initial bank (S_0, the empty bank, or S_0 with the arm's q); a rerun resumes it;
 3. test: one evaluator job: the base policy, every run's final checkpoint bare and with its
    final bank, and an A/A condition (the reference arm's first run again under other sampling
-   seeds), all on the same test tasks;
+   seeds), all on the same test tasks; runs whose final weights are byte for byte the same
+   (arms that ended up training alike) are tested under the first one's checkpoint id, so the
+   evaluator rolls them out once and labels them identical instead of reading noise as a
+   difference;
 4. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
    confirmation tasks no gate used, beside the gates' own estimate of it;
 5. comparison.json, comparison.md and the figures (`report.py`).
@@ -28,6 +31,7 @@ import tomli_w
 from shared.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
 from shared.demo.run import EVAL_ROUTE, Demo, DemoError, DemoOptions
 from shared.experiment.arms import Arm
+from shared.hashing import weights_digest
 from shared.noise_floor import aa_condition
 
 TEST_FILE, CONFIRM_FILE = "test/evaluation.json", "confirm/evaluation.json"
@@ -194,6 +198,7 @@ class Experiment(Demo):
             finals[spec.name] = {
                 "checkpoint_id": last["checkpoint_id"],
                 "bank_id": last.get("next_bank_id") or last["bank_id"],
+                "weights": _local_weights_digest(last.get("checkpoint_uri")),
                 "record": record,
             }
         return finals
@@ -202,13 +207,14 @@ class Experiment(Demo):
         finals = self.finals()
         reference = self.specs[0]
         conditions = [{"name": "base/bare", "checkpoint_id": self.state.get("base_checkpoint")}]
+        tested_as = same_weights_checkpoints(finals)
         for spec in self.specs:
             final = finals[spec.name]
             conditions += [
-                {"name": spec.bare, "checkpoint_id": final["checkpoint_id"]},
+                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
                 {
                     "name": spec.bank,
-                    "checkpoint_id": final["checkpoint_id"],
+                    "checkpoint_id": tested_as[spec.name],
                     "bank_id": final["bank_id"],
                 },
             ]
@@ -285,3 +291,23 @@ class Experiment(Demo):
         self.state.finish("report")
         self.display.finish()
         return comparison
+
+
+def same_weights_checkpoints(finals: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per run, the checkpoint id its test conditions name: its own, or the first run's (in
+    `finals`' order) whose final weights have the same digest. A run without a digest (weights
+    not on this machine) keeps its own."""
+    first: dict[str, str] = {}
+    return {
+        name: first.setdefault(final["weights"], final["checkpoint_id"])
+        if final["weights"]
+        else final["checkpoint_id"]
+        for name, final in finals.items()
+    }
+
+
+def _local_weights_digest(uri: str | None) -> str | None:
+    if not uri or not uri.startswith("file://"):
+        return None
+    folder = Path(uri.removeprefix("file://"))
+    return weights_digest(folder) if folder.is_dir() else None

@@ -109,10 +109,34 @@ def test_arms_are_pooled_over_seeds_and_paired_by_task():
 def test_the_report_redraws_from_comparison_json(tmp_path, capsys):
     (tmp_path / "comparison.json").write_text(json.dumps(comparison()))
     markdown = write_report(tmp_path).read_text()
-    assert "TEST DOUBLE" in markdown and "A/A noise floor" in markdown
-    assert "+75.0 pp" in markdown and "= bare, evaluated once" in markdown
+    assert "TEST DOUBLE" in markdown
+    assert "intraskill/s0/bank/aa - intraskill/s0/bank (A/A: one condition" in markdown
+    assert "+75.0 pp" in markdown
+    assert "evaluated once: the rollouts of grpo/s0/bare, grpo/s1/bare" in markdown
     for name in ("learning-curves", "test-success", "banks"):
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 10_000
     assert cli.main(["report", str(tmp_path)]) == 0
     assert "## Paired differences" in capsys.readouterr().out
     assert cli.main(["report", str(tmp_path / "missing")]) == 1
+
+
+def test_arms_whose_conditions_were_rolled_out_as_one_are_identical_not_a_contrast(tmp_path):
+    """Two arms that trained to the same weights are tested under one checkpoint, so the
+    evaluator rolls their conditions out once (`identical_to`): their row is no contrast."""
+    test = evaluation()
+    for index in (0, 1):
+        test["conditions"][f"grpo/s{index}/bare"]["identical_to"] = f"intraskill/s{index}/bare"
+    runs = [run(arm.name, i) for i in range(2) for arm in ARMS]
+    result = build_comparison(
+        arms=ARMS, runs=runs, test=test, confirm=None, policy="procedural", base_config="x"
+    )
+    kinds = {c["policy"]: c["kind"] for c in result["comparisons"] if c["kind"] != "A/A"}
+    assert kinds == {"bare": "identical", "bank": "contrast"}
+    (tmp_path / "comparison.json").write_text(json.dumps(result))
+    assert "intraskill - grpo (identical)" in write_report(tmp_path).read_text()
+    # one seed alike is not enough: the pooled arms differ in the other
+    del test["conditions"]["grpo/s1/bare"]["identical_to"]
+    result = build_comparison(
+        arms=ARMS, runs=runs, test=test, confirm=None, policy="procedural", base_config="x"
+    )
+    assert all(c["kind"] != "identical" for c in result["comparisons"])

@@ -104,7 +104,7 @@ def test_every_arm_with_two_seeds_through_the_procedural_double(tmp_path):
     assert sum(kind == "contrast" for kind, *_ in kinds) == 2 * (len(ARMS) - 1)
 
     markdown = (out / "comparison.md").read_text()
-    assert "TEST DOUBLE" in markdown and "A/A noise floor" in markdown
+    assert "TEST DOUBLE" in markdown and "(A/A: one condition, other sampling seeds)" in markdown
     for figure in ("learning-curves", "test-success", "banks"):
         path = out / "figures" / f"{figure}.png"
         assert path.stat().st_size > 10_000
