@@ -14,7 +14,6 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
 
-import httpx
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response, status
 
 from services.analyst.settings import AnalystSettings
@@ -30,6 +29,7 @@ from shared.analyst_api.schemas import (
 )
 from shared.auth import TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.observability import instrument
+from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_ready
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import Role
 from shared.service_jobs import JobStore, now
@@ -82,25 +82,18 @@ def create_app(
 
     @app.get("/readyz", response_model=Readiness)
     def readyz(response: Response) -> Readiness:
-        """Ready when the registry answers, some token is admitted and the data folder is
-        writable."""
-        checks: dict[str, str] = {}
-        try:
-            reply = httpx.get(f"{settings.registry_url.rstrip('/')}/healthz", timeout=2)
-            checks["registry"] = "ok" if reply.status_code == 200 else f"HTTP {reply.status_code}"
-        except httpx.HTTPError as error:
-            checks["registry"] = f"unreachable: {type(error).__name__}"
-        checks["registry_token"] = "ok" if settings.registry_token else "missing"
-        checks["tokens"] = "ok" if len(app.state.tokens) else "ANALYST_TOKENS admits no token"
-        try:
-            probe = settings.data_dir / ".ready"
-            probe.write_text(now())
-            checks["data_dir"] = "ok"
-        except OSError as error:
-            checks["data_dir"] = f"not writable: {error}"
+        """Ready when the registry's /readyz answers, some token is admitted and the data
+        folder is writable; 503 + Retry-After otherwise (the evaluator's checks)."""
+        checks = {
+            "registry": registry_ready(settings.registry_url),
+            "registry_token": "ok" if settings.registry_token else "missing",
+            "tokens": "ok" if len(app.state.tokens) else "ANALYST_TOKENS admits no token",
+            "data_dir": folder_writable(settings.data_dir),
+        }
         ready = all(value == "ok" for value in checks.values())
         if not ready:
             response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            response.headers["Retry-After"] = str(READY_RETRY_AFTER_S)
         return Readiness(ready=ready, checks=checks)
 
     @app.post(

@@ -12,10 +12,8 @@ route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role.
 from __future__ import annotations
 
 import functools
-import tempfile
 from collections.abc import Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
@@ -42,13 +40,12 @@ from services.evaluator.settings import EvaluatorSettings
 from shared.auth import TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.observability import instrument
+from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_ready
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import Role
 from shared.service_jobs import JobPublic, JobStore
 
 TaskSource = Callable[[str], list[str]]
-READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
-READY_RETRY_AFTER_S = 5
 # Who may do what: each job kind is submitted by the role whose work it is (the trainer's
 # interval gates, the analyst's cold-start Gate A, an operator's test-set evaluation) and read
 # by that role, operators and readers. Any other role is a 403.
@@ -62,27 +59,6 @@ def may_submit(kind: str):
 
 def may_read(kind: str):
     return Depends(require_roles(SUBMITTERS[kind], *OBSERVERS))
-
-
-def registry_ready(url: str) -> str:
-    """ "ok" when the registry's /readyz answers 200 in time, else what went wrong."""
-    import httpx
-
-    try:
-        answer = httpx.get(f"{url.rstrip('/')}/readyz", timeout=READY_TIMEOUT_S)
-    except httpx.HTTPError as error:
-        return f"unreachable at {url}: {type(error).__name__}"
-    return "ok" if answer.status_code == 200 else f"{url}/readyz answered {answer.status_code}"
-
-
-def folder_writable(folder: Path) -> str:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        return f"{folder} not writable: {error.strerror or error}"
-    return "ok"
 
 
 def _job_store(request: Request) -> JobStore:

@@ -11,16 +11,19 @@ hands in a group with its token, and an operator reads it back.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from registry_server import GRANTS, TOKENS
 
 from shared.analyst_api import AnalystClient, AnalystError
 from shared.analyst_api.schemas import AllWrongGroupSubmit
-from tests.live_servers import live_server
+from tests.live_servers import free_port, live_server
 from tests.service_auth import (
     ANONYMOUS,
+    assert_concurrent_callers_each_get_their_roles_answer,
     assert_probes_and_metrics_are_anonymous,
+    assert_registry_gone_is_not_ready_and_still_guarded,
     assert_route_admits_only,
     published_policy,
 )
@@ -37,16 +40,19 @@ ROLES_OF = {
 }
 
 
-@pytest.fixture(scope="module")
-def analyst(registry_url, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("analyst-auth")
+def serving(registry_url: str, folder: Path):
     env = {
         "ANALYST_REGISTRY_URL": registry_url,
         "ANALYST_REGISTRY_TOKEN": TOKENS["analyst"],
         "ANALYST_TOKENS": json.dumps(GRANTS),
         "ANALYST_DATA_DIR": str(folder / "data"),
     }
-    with live_server(["analyst", "serve"], env, folder / "analyst.log") as url:
+    return live_server(["analyst", "serve"], env, folder / "analyst.log")
+
+
+@pytest.fixture(scope="module")
+def analyst(registry_url, tmp_path_factory):
+    with serving(registry_url, tmp_path_factory.mktemp("analyst-auth")) as url:
         yield url
 
 
@@ -67,6 +73,20 @@ def test_no_token_401_wrong_role_403_right_role_through(analyst, method, route):
 
 def test_probes_and_metrics_answer_without_a_token(analyst):
     assert_probes_and_metrics_are_anonymous(analyst)
+
+
+def test_callers_above_the_worker_pool_each_get_their_roles_answer(analyst):
+    route = ("GET", "/v1/all-wrong-groups")
+    assert_concurrent_callers_each_get_their_roles_answer(
+        analyst, route[1], ROLES_OF[route], TOKENS
+    )
+
+
+def test_with_its_registry_gone_it_is_not_ready_and_still_guarded(tmp_path):
+    with serving(f"http://127.0.0.1:{free_port()}", tmp_path) as url:  # nothing listens there
+        assert_registry_gone_is_not_ready_and_still_guarded(
+            url, "/v1/all-wrong-groups", "operator", TOKENS
+        )
 
 
 def test_the_trainer_hands_in_a_group_and_an_operator_reads_it(analyst):

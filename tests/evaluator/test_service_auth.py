@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,10 +23,12 @@ from services.analyst.cold_start import _evaluator_gate_a
 from services.analyst.settings import AnalystSettings
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from shared.registry_api.client import RegistryClient
-from tests.live_servers import live_server
+from tests.live_servers import free_port, live_server
 from tests.service_auth import (
     ANONYMOUS,
+    assert_concurrent_callers_each_get_their_roles_answer,
     assert_probes_and_metrics_are_anonymous,
+    assert_registry_gone_is_not_ready_and_still_guarded,
     assert_route_admits_only,
     published_policy,
 )
@@ -48,9 +51,7 @@ def bearer(role: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[role]}"}
 
 
-@pytest.fixture(scope="module")
-def evaluator(registry_url, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("evaluator-auth")
+def serving(registry_url: str, folder: Path):
     env = {
         "EVALUATOR_REGISTRY_URL": registry_url,
         "EVALUATOR_REGISTRY_TOKEN": TOKENS["evaluator"],
@@ -59,7 +60,12 @@ def evaluator(registry_url, tmp_path_factory):
         "EVALUATOR_BACKEND": "procedural",
         "EVALUATOR_ENV_PRESET": "test",
     }
-    with live_server(["gate", "serve"], env, folder / "evaluator.log") as url:
+    return live_server(["gate", "serve"], env, folder / "evaluator.log")
+
+
+@pytest.fixture(scope="module")
+def evaluator(registry_url, tmp_path_factory):
+    with serving(registry_url, tmp_path_factory.mktemp("evaluator-auth")) as url:
         yield url
 
 
@@ -79,6 +85,18 @@ def test_no_token_401_wrong_role_403_right_role_through(evaluator, method, route
 
 def test_probes_and_metrics_answer_without_a_token(evaluator):
     assert_probes_and_metrics_are_anonymous(evaluator)
+
+
+def test_callers_above_the_worker_pool_each_get_their_roles_answer(evaluator):
+    route = ("GET", "/v1/gate-jobs")
+    assert_concurrent_callers_each_get_their_roles_answer(
+        evaluator, route[1], ROLES_OF[route], TOKENS
+    )
+
+
+def test_with_its_registry_gone_it_is_not_ready_and_still_guarded(tmp_path):
+    with serving(f"http://127.0.0.1:{free_port()}", tmp_path) as url:  # nothing listens there
+        assert_registry_gone_is_not_ready_and_still_guarded(url, "/v1/gate-jobs", "trainer", TOKENS)
 
 
 def test_the_trainers_client_sends_its_token(evaluator):
