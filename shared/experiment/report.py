@@ -186,10 +186,7 @@ def learning_curves(c: Mapping[str, Any], path: Path) -> None:
     ax.set_xlabel("rollout step")
     ax.set_ylabel("training rollout success")
     ax.set_title("Learning curves (band: min..max over seeds)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, ax, path, fontsize=8)
 
 
 def test_success(c: Mapping[str, Any], path: Path) -> None:
@@ -208,10 +205,7 @@ def test_success(c: Mapping[str, Any], path: Path) -> None:
     ax.set_ylabel(f"test success ({c['n_tasks']} tasks)")
     title = "Test success with 95% intervals"
     ax.set_title(title + (" (TEST DOUBLE policy)" if c["policy_is_test_double"] else ""))
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, ax, path, fontsize=8)
 
 
 def banks(c: Mapping[str, Any], path: Path) -> None:
@@ -236,7 +230,12 @@ def banks(c: Mapping[str, Any], path: Path) -> None:
     ax.set_xlabel("gate (after round)")
     ax.set_ylabel("chunks in the bank")
     ax.set_title("Bank size per round (filled: a new bank adopted)")
-    ax.legend(fontsize=7, ncol=2)
+    _save(plt, fig, ax, path, fontsize=7, ncol=2)
+
+
+def _save(plt, fig, ax, path: Path, **legend: Any) -> None:
+    """Every figure's ending: its legend, a tight layout, the PNG, the figure closed."""
+    ax.legend(**legend)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
