@@ -14,20 +14,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.agent.vllm_serving import SERVER_ENV, agent_serve
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 TEMPERATURE = 0.6
 TEXT_LAYOUT = "shopsim-compact-en-text-v1"
-SERVER_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),  # GiB
-    "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0"),
-    "OMP_NUM_THREADS": "1",
-}
 
 
 @pytest.fixture(scope="module")
@@ -37,45 +33,18 @@ def smollm2() -> Path:
     return resolve_model("smollm2", os.environ.get("INTRASKILL_MODEL_CACHE", DEFAULT_CACHE))
 
 
-def read_base_url(process: subprocess.Popen, timeout_s: float) -> str:
-    """The `base_url: ...` line `intraskill agent serve` prints once the server is healthy."""
-    deadline = time.monotonic() + timeout_s
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if line.startswith("base_url: "):
-            return line.removeprefix("base_url: ").strip()
-        if not line and process.poll() is not None:
-            raise RuntimeError(f"intraskill agent serve exited with {process.returncode}")
-    raise TimeoutError("no base URL from intraskill agent serve")
-
-
 @pytest.fixture(scope="module")
 def served(smollm2, tmp_path_factory):
     """`intraskill agent serve smollm2` on a free port; yields its base URL."""
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    command = [
-        sys.executable, "-m", "shared.cli", "agent", "serve", "smollm2",
-        "--python", sys.executable, "--port", "0", "--dtype", "float32", "--seed", "0",
-        "--max-model-len", "2048", "--log-file", str(log), "--timeout", "900",
+    args = [
+        "smollm2", "--python", sys.executable, "--port", "0", "--dtype", "float32",
+        "--seed", "0", "--max-model-len", "2048", "--log-file", str(log), "--timeout", "900",
         # Eager mode: graph compilation would take most of the start-up on a shared CPU.
         "--vllm-arg=--enforce-eager",
     ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SERVER_ENV},
-        start_new_session=True,
-    )
-    try:
-        yield read_base_url(process, 960)
-    finally:
-        process.terminate()  # the launcher stops the server it started
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with agent_serve(args, timeout_s=960) as url:
+        yield url
 
 
 def test_rollout_through_the_served_model_records_sampling_logprobs(served, smollm2) -> None:

@@ -34,6 +34,7 @@ import httpx
 import pytest
 
 from shared.agent.serve import vllm_python
+from tests.agent.vllm_serving import agent_serve
 from tests.trainer.run_support import REPO, analyst_standin, environment, metrics, run_train
 
 pytestmark = pytest.mark.slow
@@ -41,12 +42,6 @@ pytestmark = pytest.mark.slow
 SERVED_NAME = "smollm2"  # what `intraskill agent serve smollm2` serves it as
 MISMATCH_BOUND = 1e-3  # the issue's bound, and the vLLM server test's on the base weights
 PROBE = "tests.trainer.vllm_kernel_probe.KernelProbe"
-SERVER_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),  # GiB
-    "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "0"),
-    "OMP_NUM_THREADS": "1",
-    "PYTHONPATH": str(REPO),  # the probe is a test module; the vLLM venv installs services, shared
-}
 ROUND_CONFIG = """
 model = "smollm2"
 policy = "model"
@@ -96,32 +91,15 @@ def server(tmp_path_factory):
     python = vllm_python()
     if not has_vllm(python):
         pytest.skip("needs an interpreter with vllm (.venv-vllm or $INTRASKILL_VLLM_PYTHON)")
-    from tests.agent.test_vllm_server import read_base_url
-
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    command = [
-        sys.executable, "-m", "shared.cli", "agent", "serve", "smollm2", "--weight-updates",
-        "--python", python, "--port", "0", "--dtype", "float32", "--seed", "0",
-        "--max-model-len", "2048", "--log-file", str(log),
+    args = [
+        "smollm2", "--weight-updates", "--python", python, "--port", "0",
+        "--dtype", "float32", "--seed", "0", "--max-model-len", "2048", "--log-file", str(log),
         "--timeout", "1500", "--vllm-arg=--enforce-eager",
         f"--vllm-arg=--worker-extension-cls={PROBE}",
     ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SERVER_ENV},
-        start_new_session=True,
-    )
-    try:
-        yield read_base_url(process, 1560)
-    finally:
-        process.terminate()  # the launcher stops the server it started
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with agent_serve(args, timeout_s=1560) as url:
+        yield url
 
 
 def served_version(url: str) -> str:
