@@ -140,18 +140,34 @@ def list_candidates(
     return rows, total
 
 
+def candidates_of_versions(session: Session, version_ids: Iterable[int]) -> list[Candidate]:
+    """The candidates stored as these chunk versions, by id."""
+    ids = sorted(set(version_ids))
+    if not ids:
+        return []
+    return list(
+        session.execute(
+            select(Candidate).where(Candidate.chunk_version_id.in_(ids)).order_by(Candidate.id)
+        ).scalars()
+    )
+
+
 def settle_candidates(
-    session: Session, *, decision_id: int, selected: set[int], decided: set[int]
-) -> None:
-    """Mark the candidates whose versions a decision covered as selected or rejected."""
-    if not decided:
-        return
-    for status, version_ids in (("selected", selected), ("rejected", decided - selected)):
+    session: Session, *, decision_id: int, selected: set[int], rejected: set[int]
+) -> int:
+    """Settle the still-proposed candidates stored as these versions (selected or rejected by
+    `decision_id`); returns how many it settled. A settled candidate is never matched again,
+    and on Postgres a concurrent settle of the same row waits, re-reads it and skips it."""
+    settled = 0
+    for status, version_ids in (("selected", selected), ("rejected", rejected)):
         if version_ids:
-            session.execute(
+            settled += session.execute(
                 update(Candidate)
-                .where(Candidate.chunk_version_id.in_(sorted(version_ids)))
+                .where(
+                    Candidate.chunk_version_id.in_(sorted(version_ids)),
+                    Candidate.status == "proposed",
+                )
                 .values(status=status, decision_id=decision_id)
                 .execution_options(synchronize_session=False)
-            )
-    session.flush()
+            ).rowcount
+    return settled

@@ -10,6 +10,7 @@ from sqlmodel import Session
 from services.registry.audit import service as audit
 from services.registry.banks import repository as banks_repository
 from services.registry.cards import repository as cards_repository
+from services.registry.cards.models import Candidate
 from services.registry.chunks import service as chunks
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
@@ -23,6 +24,7 @@ from shared.registry_api.schemas import (
     BankStatus,
     BareBaseline,
     CandidatePool,
+    CandidateStatus,
     ChunkSource,
     DecisionCreate,
     DecisionPublic,
@@ -66,6 +68,23 @@ def _slots(pool: CandidatePool) -> list[list[int]]:
     return [slots[slot] for slot in sorted(slots)]
 
 
+def _candidate_versions(pool: CandidatePool) -> set[int]:
+    """The versions a gate decides as candidates: every column but the base bank's current
+    ones (a current version was settled by the gate that admitted it, if by any)."""
+    return {c.chunk_version_id for c in pool.columns if c.kind != PoolColumnKind.current}
+
+
+def _require_proposed(candidate: Candidate, loc: tuple) -> None:
+    """422 at `loc` unless the candidate still waits for its gate: a gate may not re-decide
+    what another gate settled."""
+    if candidate.status != CandidateStatus.proposed:
+        raise FieldInvalid(
+            loc,
+            f"candidate {candidate.id} is already {candidate.status} (decision "
+            f"{candidate.decision_id}); a gate's pool holds proposed candidates only",
+        )
+
+
 def _check_pool(session: Session, pool: CandidatePool, kind: GateKind) -> None:
     columns = pool.columns
     views = chunks.require_versions(
@@ -89,13 +108,18 @@ def _check_pool(session: Session, pool: CandidatePool, kind: GateKind) -> None:
                 f"a draft column needs a cold_start version, not "
                 f"{views[column.chunk_version_id].source.value}",
             )
-        if (
-            column.candidate_id is not None
-            and cards_repository.get_candidate(session, column.candidate_id) is None
-        ):
-            raise FieldInvalid(
-                (*POOL, index, "candidate_id"), f"candidate {column.candidate_id} not found"
-            )
+        if column.candidate_id is not None:
+            candidate = cards_repository.get_candidate(session, column.candidate_id)
+            if candidate is None:
+                raise FieldInvalid(
+                    (*POOL, index, "candidate_id"), f"candidate {column.candidate_id} not found"
+                )
+            _require_proposed(candidate, (*POOL, index, "candidate_id"))
+    for candidate in cards_repository.candidates_of_versions(session, _candidate_versions(pool)):
+        index = next(
+            i for i, c in enumerate(columns) if c.chunk_version_id == candidate.chunk_version_id
+        )
+        _require_proposed(candidate, (*POOL, index, "chunk_version_id"))
     slot_numbers = sorted({c.slot for c in columns})
     if slot_numbers != list(range(len(slot_numbers))):
         raise FieldInvalid((*POOL,), "slots must be numbered 0..S-1 without gaps")
@@ -499,12 +523,7 @@ def post_decision(
     ):
         raise Conflict(f"gate run {run_id} changed status concurrently")
     if not data.provisional:  # a provisional fit leaves the candidates for a later gate
-        cards_repository.settle_candidates(
-            session,
-            decision_id=decision.id,
-            selected={r.chunk_version_id for r in data.rows if r.status == DecisionStatus.selected},
-            decided=set(seen),
-        )
+        _settle_pool_candidates(session, run_id, decision.id, _pool(run), data.rows)
     result = decision_public(session, decision)
     audit.record(
         session=session,
@@ -515,6 +534,34 @@ def post_decision(
         after=result,
     )
     return result
+
+
+def _settle_pool_candidates(
+    session: Session, run_id: int, decision_id: int, pool: CandidatePool, rows: list[DecisionRowIn]
+) -> None:
+    """Settle the candidates of the pool's candidate columns, each exactly once: 409 when
+    another gate sharing one settled it first (before this decision, or concurrently)."""
+    versions = _candidate_versions(pool)
+    candidates = cards_repository.candidates_of_versions(session, versions)
+    for candidate in candidates:
+        if candidate.status != CandidateStatus.proposed:
+            raise Conflict(
+                f"candidate {candidate.id} of gate run {run_id} was already {candidate.status} "
+                f"by decision {candidate.decision_id} of another gate; this gate can only be "
+                "closed provisionally or as incomplete"
+            )
+    selected = {r.chunk_version_id for r in rows if r.status == DecisionStatus.selected}
+    settled = cards_repository.settle_candidates(
+        session,
+        decision_id=decision_id,
+        selected=versions & selected,
+        rejected=versions - selected,
+    )
+    if settled != len(candidates):
+        raise Conflict(
+            f"a candidate of gate run {run_id} was settled concurrently by another gate's "
+            "decision; this gate can only be closed provisionally or as incomplete"
+        )
 
 
 def get_run(*, session: Session, run_id: int) -> GateRunPublic:
