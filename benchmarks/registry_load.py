@@ -9,6 +9,10 @@ Scenarios, each at the same concurrency (default 32 keep-alive connections) for 
                   answer stored for replays, in the same commit)
   card_post_replay the same POST with one Idempotency-Key throughout: one write, then replays
                   of the stored answer (what a client's retries after a lost answer cost)
+  healthz         GET /healthz of the same registry process (no database, no auth): what a
+                  request costs before the handler does any work; card_post is printed beside it
+                  with the ratio card_post / healthz, which machine load moves far less than
+                  either rate alone
   constant_get    a bare FastAPI endpoint returning a constant JSON body of the bank's size,
                   served by the same uvicorn settings: the ceiling the registry is compared with
 
@@ -19,6 +23,8 @@ p99 <= 100 ms.
 
     python benchmarks/registry_load.py                      # defaults: 32 connections, 5 s each
     python benchmarks/registry_load.py --duration 10 --workers 2 --out runs/bench/registry.json
+    python benchmarks/registry_load.py --scenarios card_post healthz --workers 1 \
+        --database postgres sqlite                          # the write path on both databases
 
 Side by side with another version of the registry (a checkout of an older commit), several
 rounds alternating between the two so that machine noise hits both alike:
@@ -44,6 +50,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -311,7 +318,7 @@ CARD = {
 # ---------------------------------------------------------------- main
 
 REGISTRY_SCENARIOS = (
-    "bank_get", "bank_get_304", "card_post", "card_post_keyed", "card_post_replay"
+    "bank_get", "bank_get_304", "card_post", "card_post_keyed", "card_post_replay", "healthz"
 )  # fmt: skip
 ALL_SCENARIOS = (*REGISTRY_SCENARIOS, "bank_get_routed", "constant_get")
 
@@ -319,9 +326,8 @@ ALL_SCENARIOS = (*REGISTRY_SCENARIOS, "bank_get_routed", "constant_get")
 def migrate(database_url: str, source: Path) -> None:
     """Alembic upgrade with the migrations of the registry under `source`."""
     code = "import sys; from services.registry.migrate import upgrade; upgrade(sys.argv[1])"
-    url = database_url.replace("postgresql://", "postgresql+psycopg://", 1)
     subprocess.run(
-        [sys.executable, "-c", code, url],
+        [sys.executable, "-c", code, sqlalchemy_url(database_url)],
         check=True,
         cwd=source,
         env={**os.environ, "PYTHONPATH": str(source)},
@@ -329,7 +335,12 @@ def migrate(database_url: str, source: Path) -> None:
 
 
 @contextmanager
-def scratch_database(admin_url: str):
+def scratch_database(admin_url: str, kind: str = "postgres"):
+    """A fresh database URL of `kind` (postgres: a scratch database; sqlite: a temp file)."""
+    if kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="registry_bench_") as folder:
+            yield f"sqlite:///{folder}/registry.db"
+        return
     database = f"registry_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{database}"')
@@ -340,11 +351,17 @@ def scratch_database(admin_url: str):
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], bytes]:
+def sqlalchemy_url(database_url: str) -> str:
+    return database_url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def measure(
+    args, source: Path, scenarios: list[str], database: str = "postgres"
+) -> tuple[dict[str, Any], bytes]:
     """One pass over `scenarios` against the registry under `source`, on a fresh database."""
     results: dict[str, Any] = {}
     document = b""
-    with scratch_database(args.admin_url) as database_url:
+    with scratch_database(args.admin_url, database) as database_url:
         migrate(database_url, source)
         grants = [
             {"name": f"bench-{role}", "role": role, "token_sha256": hash_token(token)}
@@ -368,6 +385,7 @@ def measure(args, source: Path, scenarios: list[str]) -> tuple[dict[str, Any], b
                     )
                 ),
                 "card_post": always(http_request(**post)),
+                "healthz": always(http_request("GET", "/healthz", token=TOKENS["reader"])),
                 "card_post_keyed": fresh_keys(**post),
                 "card_post_replay": always(
                     http_request(**post, headers={"Idempotency-Key": f"bench-{uuid.uuid4().hex}"})
@@ -414,6 +432,25 @@ def spread(runs: list[dict[str, Any]], key: str) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def write_vs_healthz(figures: dict[str, Any]) -> dict[str, float] | None:
+    """card_post beside healthz of the same server: the rate ratio and the CPU ratio."""
+    if "card_post" not in figures or "healthz" not in figures:
+        return None
+    post, health = figures["card_post"], figures["healthz"]
+    return {
+        "card_post_req_per_s": post["req_per_s"]["median"],
+        "healthz_req_per_s": health["req_per_s"]["median"],
+        "rate_ratio": round(post["req_per_s"]["median"] / health["req_per_s"]["median"], 3),
+        "card_post_cpu_ms": post["server_cpu_ms_per_request"]["median"],
+        "healthz_cpu_ms": health["server_cpu_ms_per_request"]["median"],
+        "cpu_ratio": round(
+            post["server_cpu_ms_per_request"]["median"]
+            / health["server_cpu_ms_per_request"]["median"],
+            2,
+        ),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/test")
@@ -426,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         "--scenarios", nargs="+", choices=ALL_SCENARIOS, default=list(ALL_SCENARIOS)
     )
     parser.add_argument(
+        "--database",
+        nargs="+",
+        choices=("postgres", "sqlite"),
+        default=["postgres"],
+        help="the registry's database for each pass (constant_get runs with the first only)",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         default=None,
@@ -435,19 +479,27 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=ROOT / "runs" / "benchmarks" / "registry_load.json"
     )
     args = parser.parse_args(argv)
+    load_at_start = os.getloadavg()
 
     sources = {"current": ROOT} | ({"baseline": args.baseline} if args.baseline else {})
+    # One label per (version, database): "current" alone on the default single database.
+    labels = {
+        (f"{name}/{database}" if len(args.database) > 1 else name): (source, database)
+        for name, source in sources.items()
+        for database in args.database
+    }
     registry_scenarios = [name for name in args.scenarios if name != "constant_get"]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        label: {name: [] for name in args.scenarios} for label in sources
+        label: {name: [] for name in args.scenarios} for label in labels
     }
+    first_label = next(iter(labels))
     for round_index in range(args.repeat):
-        for label, source in sources.items():
+        for label, (source, database) in labels.items():
             print(f"round {round_index + 1}/{args.repeat}: {label} ({source})", flush=True)
-            results, document = measure(args, source, registry_scenarios)
+            results, document = measure(args, source, registry_scenarios, database)
             for name, figures in results.items():
                 runs[label][name].append(figures)
-            if "constant_get" in args.scenarios and label == "current":
+            if "constant_get" in args.scenarios and label == first_label:
                 runs[label]["constant_get"].append(measure_constant(args, document))
 
     summary = {
@@ -461,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for label, scenarios in runs.items()
     }
-    current = summary["current"]
+    current = summary[first_label]
     goals: dict[str, bool] = {}
     if "card_post" in current:
         goals["card_post_req_per_s>=600"] = current["card_post"]["req_per_s"]["median"] >= 600
@@ -476,16 +528,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         summary["bank_get_vs_constant"] = round(ratio, 3)
         goals["bank_get_vs_constant>=0.5"] = ratio >= 0.5
+    side_by_side = {label: write_vs_healthz(summary[label]) for label in labels}
+    summary["card_post_vs_healthz"] = {k: v for k, v in side_by_side.items() if v}
     report = {
         "config": {
             "concurrency": args.concurrency,
             "duration_s": args.duration,
             "workers": args.workers,
             "repeat": args.repeat,
+            "databases": args.database,
             "sources": {label: str(path) for label, path in sources.items()},
             "server": "uvicorn httptools+uvloop",
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
+            "load_average_at_start": load_at_start,
             "load_average_at_end": os.getloadavg(),
         },
         "runs": runs,
@@ -495,30 +551,48 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print()
-    header = f"{'version':9s} {'scenario':16s} {'req/s median [min-max]':>24s}"
+    header = f"{'version':17s} {'scenario':16s} {'req/s median [min-max]':>24s}"
     print(header + f" {'p99 ms':>8s} {'server CPU ms/request [min-max]':>32s}")
-    for label in sources:
+    for label in labels:
         for name, figures in summary[label].items():
             rate, p99 = figures["req_per_s"], figures["p99_ms"]
             cpu = figures["server_cpu_ms_per_request"]
             span = f"{rate['median']:.0f} [{rate['min']:.0f}-{rate['max']:.0f}]"
             cpu_span = f"{cpu['median']:.2f} [{cpu['min']:.2f}-{cpu['max']:.2f}]"
-            print(f"{label:9s} {name:16s} {span:>24s} {p99['median']:8.1f} {cpu_span:>32s}")
+            print(f"{label:17s} {name:16s} {span:>24s} {p99['median']:8.1f} {cpu_span:>32s}")
+    if summary["card_post_vs_healthz"]:
+        print()
+        print(f"{'version':17s} {'card_post req/s':>15s} {'healthz req/s':>14s} {'ratio':>7s}"
+              f" {'card_post CPU ms':>17s} {'healthz CPU ms':>15s} {'CPU ratio':>10s}")  # fmt: skip
+        for label, row in summary["card_post_vs_healthz"].items():
+            print(
+                f"{label:17s} {row['card_post_req_per_s']:15.0f} {row['healthz_req_per_s']:14.0f}"
+                f" {row['rate_ratio']:7.3f} {row['card_post_cpu_ms']:17.2f}"
+                f" {row['healthz_cpu_ms']:15.2f} {row['cpu_ratio']:10.2f}"
+            )
     if args.baseline:
-        for name in registry_scenarios:
-            base = summary["baseline"].get(name)
-            if base:
-                ratio = current[name]["req_per_s"]["median"] / base["req_per_s"]["median"]
-                cpu_ratio = (
-                    current[name]["server_cpu_ms_per_request"]["median"]
-                    / base["server_cpu_ms_per_request"]["median"]
-                )
-                print(
-                    f"{name}: current / baseline = {ratio:.2f}x req/s, "
-                    f"{cpu_ratio:.2f}x server CPU per request"
-                )
+        for database in args.database:
+            now, then = (
+                next(label for label, (src, db) in labels.items() if src == source and db == database)
+                for source in (ROOT, args.baseline)
+            )
+            for name in registry_scenarios:
+                base, cur = summary[then].get(name), summary[now].get(name)
+                if base and cur:
+                    ratio = cur["req_per_s"]["median"] / base["req_per_s"]["median"]
+                    cpu_ratio = (
+                        cur["server_cpu_ms_per_request"]["median"]
+                        / base["server_cpu_ms_per_request"]["median"]
+                    )
+                    print(
+                        f"{name} ({database}): current / baseline = {ratio:.2f}x req/s, "
+                        f"{cpu_ratio:.2f}x server CPU per request"
+                    )
     print("goals: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in goals.items()))
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; figures in {args.out}")
+    print(
+        f"load average {load_at_start[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end, on "
+        f"{os.cpu_count()} CPUs; figures in {args.out}"
+    )
     return 0
 
 
