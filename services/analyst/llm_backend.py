@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.analyst.cards import finish_card
 from services.analyst.diagnosis import diagnose
-from services.analyst.rules_backend import AnalysisInput, injected, verify
+from services.analyst.live import bank_chunks
+from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.trace import gold_facts, gold_price, read_trace
 from shared.chunks import ChunkContent, render_skill_block
 from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
@@ -219,7 +220,7 @@ class LLMAnalyst:
         return self._card(request, task, gold, session, submitted, problems)
 
     def _brief(self, request: AnalysisInput, task, facts) -> str:
-        skill = render_skill_block(injected(request.bank)) or "(empty skill bank)"
+        skill = render_skill_block(bank_chunks(request.bank)) or "(empty skill bank)"
         steps = []
         for index, step in enumerate(request.trajectory.steps):
             observation = (step.observation or "")[:MAX_OBSERVATION_CHARS]
@@ -272,20 +273,21 @@ class LLMAnalyst:
                 deployable = DeployableAbstraction(**submitted.deployable_abstraction.model_dump())
             elif outcome != CardOutcome.NO_PROPOSAL:
                 outcome = CardOutcome.NO_PROPOSAL
-        trials = []
+        verification = None
         if deployable is not None and deployable.proposed_content is not None:
             branch = branch_step(audit, request.trajectory, task)
             audit["branch_step"] = branch
-            trials = [trial.as_dict() for trial in verify(
+            verification = verify(
                 request, deployable.proposed_content, deployable.target_chunk_id, branch
-            )]  # fmt: skip
+            )
         audit.update({"gold_asin": task.gold_asin, "firewall_gold": gold.as_json(),
                       "protocol_problems": problems[-5:],
                       "diagnostic_trials": session.trials})  # fmt: skip
         card = finish_card(
             round=request.round, task_id=task.task_id, checkpoint_id=request.checkpoint_id,
             evidence_id=request.evidence_id, outcome=outcome, audit=audit, deployable=deployable,
-            gold=gold, trials=trials, active=request.bank, cold_start=request.cold_start,
+            gold=gold, verification=verification, active=request.bank,
+            cold_start=request.cold_start,
             extras={"backend": "llm", "model": self.model},
         )  # fmt: skip
         if submitted is None:

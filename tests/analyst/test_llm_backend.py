@@ -88,7 +88,7 @@ def test_recorded_analysis_gives_a_verified_card_after_one_repair(env, failure):
     # the analyst's own purchase is diagnosis; the card's own chunk, tried blind, verified it
     assert [t["success"] for t in card.privileged_audit["diagnostic_trials"]] == [True]
     trials = card.extras["terminal_trials"]
-    assert len(trials) == 1 and trials[0]["success"] and trials[0]["prompt_carries_card"]
+    assert len(trials) == 1 and trials[0]["success"] and trials[0]["prompt_faithful"]
     assert card.extras["verifying_trial"]["agent"] == "procedural-test-double:live-tester"
     assert any("invalid card" in p for p in card.privileged_audit["protocol_problems"])
     assert card.privileged_audit["gold_asin"] == env.task(failure.task_id).gold_asin
@@ -169,7 +169,7 @@ def test_the_gold_shortcut_probe_yields_no_proposal(env, failure):
     assert "reached R_success = 1" in card.forced_no_proposal_reason
     assert card.extras["verifying_trial"] is None
     (trial,) = card.extras["terminal_trials"]
-    assert not trial["success"] and trial["prompt_carries_card"]
+    assert not trial["success"] and trial["prompt_faithful"]
 
 
 def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(env, failure):
