@@ -13,9 +13,9 @@ from shared.registry_api.schemas import (
     CardOutcome,
     DeployableAbstraction,
 )
-from tests.analyst.support import library_bank
+from tests.analyst.support import library_bank, paired
 
-SUCCESS = [{"valid_actions": 3, "success": True}]
+SUCCESS = paired(with_card=[True], without_card=[False])
 
 
 def card(
@@ -42,7 +42,7 @@ def card(
     return finish_card(
         round=1, task_id="task-000001", checkpoint_id=None, evidence_id=None, outcome=outcome,
         audit={"firewall_gold": (gold or GoldFacts()).as_json()}, deployable=deployable,
-        gold=None, trials=SUCCESS, active=active or library_bank("explicit_query"),
+        gold=None, verification=SUCCESS, active=active or library_bank("explicit_query"),
         cold_start=False,
         extras={"mechanism": mechanism},
     )  # fmt: skip
