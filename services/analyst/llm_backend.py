@@ -275,8 +275,10 @@ class LLMAnalyst:
                 outcome = CardOutcome.NO_PROPOSAL
         verification = None
         if deployable is not None and deployable.proposed_content is not None:
-            branch = branch_step(audit, request.trajectory, task)
+            branch, problem = branch_step(audit, request.trajectory, task)
             audit["branch_step"] = branch
+            if problem is not None:  # the trial branches at the rules' step instead
+                audit["branch_step_problem"] = problem
             verification = verify(
                 request, deployable.proposed_content, deployable.target_chunk_id, branch
             )
@@ -298,14 +300,19 @@ class LLMAnalyst:
         self.http.close()
 
 
-def branch_step(audit: dict[str, Any], trajectory, task) -> int:
-    """Where the counterfactual branches: the step the card names as the earliest divergence,
-    else the rules' earliest divergence, else the first step."""
+def branch_step(audit: dict[str, Any], trajectory, task) -> tuple[int, str | None]:
+    """Where the counterfactual branches, and why not where the card says (None: it is): the
+    step the card names as the earliest divergence when it is a step of the trace (0-based,
+    before the last), else the rules' earliest divergence, else the first step."""
     named = audit.get("earliest_divergence_step")
-    if isinstance(named, int) and not isinstance(named, bool) and named >= 0:
-        return min(named, len(trajectory.steps))
+    steps = len(trajectory.steps)
+    if isinstance(named, int) and not isinstance(named, bool) and 0 <= named < steps:
+        return named, None
     found = diagnose(trajectory, task, read_trace(trajectory))
-    return found[0].step if found else 0
+    fallback = found[0].step if found else 0
+    if named is None:
+        return fallback, "the card names no earliest_divergence_step"
+    return fallback, f"earliest_divergence_step {named!r} is not a step of the {steps}-step trace"
 
 
 def _arguments(raw: Any) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ from shared.analyst_api.schemas import (
     FunnelCounts,
     PolicySpec,
 )
+from shared.chunks import ChunkContent
 from shared.hashing import hash_key
 from shared.registry_api.client import AuthError, Conflict, RegistryClient
 from shared.registry_api.schemas import (
@@ -271,6 +272,15 @@ def _history(client: RegistryClient, round: int):
     return history
 
 
+def _versions(client: RegistryClient, active) -> dict[int, list[ChunkContent]]:
+    """Every stored version of each active chunk, for the dedupe (a REWRITE is never compared
+    with a version of its own target)."""
+    return {
+        entry.chunk_id: [version.content for version in client.chunk_history(entry.chunk_id)]
+        for entry in active
+    }
+
+
 def _compile(body, bank, store, client, settings, folder, similar, compiler) -> dict[str, Any]:
     groups = store.list(run_id=body.run_id, round=body.round)
     card_ids = [g.card_id for g in groups if g.card_id is not None]
@@ -287,6 +297,7 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         history=_history(client, body.round),
         max_candidates=max(0, body.max_candidates - len(earlier)),
         similar=similar,
+        versions=_versions(client, bank.entries),
     )
     summaries = [_stored_summary(client, stored) for stored in earlier]
     evidence_only = list(compiled.evidence_only)

@@ -187,3 +187,32 @@ def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(
         port = closed.getsockname()[1]  # bound, never listening: connection refused
         card = analyst(f"http://127.0.0.1:{port}/v1", timeout_s=1).analyze(request)
     assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
+
+
+@pytest.mark.parametrize(
+    ("named", "expected", "problem"),
+    [
+        (2, 2, None),  # a step of the trace: the continuations branch there
+        (0, 0, None),
+        (99, 0, "not a step of the"),  # past the trace's end: the rules' earliest divergence
+        (-1, 0, "not a step of the"),
+        (None, 0, "names no earliest_divergence_step"),
+    ],
+)
+def test_the_cards_named_branch_step_is_checked_against_the_trace(env, failure, named, expected,
+                                                                   problem):  # fmt: skip
+    # the rules put this naive failure's earliest divergence at step 0 (the query)
+    assert len(failure.steps) > 2
+    body = card_body()
+    if named is not None:
+        body["privileged_audit"]["earliest_divergence_step"] = named
+    with recorded_chat_server([tool_call("submit_failure_card", {"card": body}, 0)]) as (url, _):
+        card = analyst(url).analyze(
+            AnalysisInput(env=env, trajectory=failure, bank=[], round=0, seed=5)
+        )
+    assert card.privileged_audit["branch_step"] == expected
+    assert card.privileged_audit.get("branch_step_problem") is None if problem is None else (
+        problem in card.privileged_audit["branch_step_problem"]
+    )  # fmt: skip
+    assert card.extras["verification"]["branch_step"] == expected
+    assert {t["branch_step"] for t in card.extras["terminal_trials"]} == {expected}
