@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.analyst.live import verifying_trial
+from services.analyst.live import PairedVerification, verifying_trial
+from shared.analyst_api.schemas import CardVerification
 from shared.chunks import ChunkContent
 from shared.leak import GoldFacts, find_leaks
 from shared.registry_api.schemas import (
@@ -62,21 +63,27 @@ def firewall(texts: dict[str, str], gold: GoldFacts | None) -> list[FirewallFind
 def forced_no_proposal_reason(
     *,
     outcome: CardOutcome,
-    trials: Sequence[dict[str, Any]],
+    verification: PairedVerification | None,
     target_chunk_id: int | None,
     active: Sequence[BankEntryPublic],
     cold_start: bool,
     findings: Sequence[FirewallFinding],
 ) -> str | None:
-    """Why a proposal must become NO_PROPOSAL (the method's rules), or None when it stands."""
+    """Why a proposal must become NO_PROPOSAL (the method's rules, with the paired check), or
+    None when it stands."""
     if outcome == CardOutcome.NO_PROPOSAL:
         return None
-    if not trials:
+    if verification is None or not verification.with_trials:
         return "no counterfactual trial of the card's own repair"
-    if not any(trial.get("valid_actions", 0) > 0 for trial in trials):
+    if not any(trial.valid_actions > 0 for trial in verification.with_trials):
         return "no valid action by the blind agent after the branch"
-    if not any(trial.get("success") for trial in trials):
-        return "no counterfactual trial of the card's own repair reached R_success = 1"
+    with_card, without_card = verification.with_successes, verification.without_successes
+    k = len(verification.seeds)
+    if with_card == 0:
+        return f"no continuation with the card's repair reached R_success = 1 (0 of {k})"
+    if not verification.verified:
+        return (f"the repair did not beat its absence: {with_card} of {k} continuations "
+                f"succeeded with it, {without_card} of {k} without")  # fmt: skip
     if outcome == CardOutcome.REWRITE:
         if cold_start:
             return "REWRITE is not allowed at cold start"
@@ -97,18 +104,18 @@ def finish_card(
     audit: dict[str, Any],
     deployable: DeployableAbstraction | None,
     gold: GoldFacts | None,
-    trials: Sequence[dict[str, Any]],
+    verification: PairedVerification | None,
     active: Sequence[BankEntryPublic],
     cold_start: bool,
     extras: dict[str, Any],
 ) -> CardCreate:
     """A card with its firewall findings and forced outcome applied; eligible iff it still
-    proposes something and the firewall found nothing. `trials` are the counterfactual trials
-    of the card's own repair (`live`), never the analyst's own diagnostic actions."""
+    proposes something and the firewall found nothing. `verification` is the paired check of
+    the card's own repair (`live`), never the analyst's own diagnostic actions."""
     findings = firewall(deployable_texts(deployable), gold) if deployable else []
     reason = forced_no_proposal_reason(
         outcome=outcome,
-        trials=trials,
+        verification=verification,
         target_chunk_id=deployable.target_chunk_id if deployable else None,
         active=active,
         cold_start=cold_start,
@@ -127,10 +134,36 @@ def finish_card(
         deployable=deployable,
         firewall_findings=findings,
         forced_no_proposal_reason=reason,
-        extras={
-            **extras,
-            "terminal_trials": list(trials),
-            "successful_counterfactual_trials": sum(bool(t.get("success")) for t in trials),
-            "verifying_trial": verifying_trial(trials),
-        },
+        extras={**extras, **verification_extras(verification)},
+    )
+
+
+def verification_extras(verification: PairedVerification | None) -> dict[str, Any]:
+    """What a card stores of its paired check: the counts, k and seeds (`verification`), every
+    continuation (`terminal_trials`, both arms) and, when verified, its first success with the
+    repair (`verifying_trial`)."""
+    if verification is None:
+        return {"verification": None, "terminal_trials": [], "verifying_trial": None}
+    trials = verification.trial_records()
+    return {
+        "verification": verification.summary(),
+        "terminal_trials": trials,
+        "verifying_trial": verifying_trial(trials) if verification.verified else None,
+    }
+
+
+def card_verification(card_id: int, card: CardCreate) -> CardVerification | None:
+    """The summaries' record of a stored card's paired check (None: its repair was never
+    checked, e.g. no divergence to repair)."""
+    checked = (card.extras or {}).get("verification")
+    if not checked:
+        return None
+    return CardVerification(
+        card_id=card_id,
+        kind="success" if card.extras.get("kind") == "success" else "failure",
+        mechanism=card.extras.get("mechanism"),
+        outcome=card.outcome.value,
+        eligible=card.eligible,
+        **{key: checked[key] for key in ("verified", "with", "without", "k", "seeds")},
+        branch_step=checked.get("branch_step"),
     )

@@ -1,8 +1,11 @@
 """The cold start (Trace2Skill): from bare trajectories to a small, gated initial bank S_0.
 
 1. Bare runs of the base policy on train tasks (no skill block).
-2. Success cards (no gold; at most two per trajectory: the library mechanisms the trajectory's
-   decisive behaviour shows) and failure cards (the failure analyst, REWRITE not allowed).
+2. Success cards (read without gold; at most two per trajectory: the library mechanisms the
+   trajectory's decisive behaviour shows) and failure cards (the failure analyst, REWRITE not
+   allowed). Both pass the same paired check and firewall (`cards.finish_card`): a success
+   card's branch is the step where the trajectory first showed the behaviour, replayed up to
+   there, then k continuations with the card's chunk and k without, on the same seeds.
 3. Consolidation by what the cards propose: every eligible card's deployable chunk text is
    embedded (all-MiniLM-L6-v2, the model the compiler's dedupe ships) and clustered
    (average-link cosine, texts at least `CLUSTER_SIMILARITY` alike together) in batches of
@@ -22,6 +25,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +33,17 @@ import httpx
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
+from services.analyst.cards import card_verification, finish_card
 from services.analyst.mechanisms import LIBRARY, WORKFLOW, title_mechanism
-from services.analyst.rules_backend import AnalysisInput
+from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import episode_seed, make_policy
-from services.analyst.trace import TraceFacts, read_trace
+from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
 from shared.agent.runner import EpisodeSpec, run_episodes
 from shared.agent.trajectory import Trajectory
 from shared.analyst_api.schemas import ColdStartCreate, ColdStartResult
 from shared.chunks import ChunkContent, render_chunk
+from shared.leak import GoldFacts
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import CardCreate, CardOutcome, ChunkSource, DeployableAbstraction
 from shared.shopsim.task import Task
@@ -50,41 +56,53 @@ CLUSTER_SIMILARITY = 0.8
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> unit-length rows
 
 
-def success_mechanisms(task: Task, facts: TraceFacts) -> list[str]:
-    """What a successful bare trajectory did that the library names (at most two, earliest
-    first). Reads only the trace and the visible request: a success card carries no gold."""
+def success_mechanisms(task: Task, facts: TraceFacts) -> list[tuple[str, int]]:
+    """What a successful bare trajectory did that the library names, with the step where it
+    first showed it (at most two, in library order). Reads only the trace and the visible
+    request: a success card's text carries no gold."""
     shown = []
-    queried = " ".join(query for _, query in facts.queries)
     visible = [a for a in task.attributes if f"attribute:{a}" not in task.persona_only]
-    if visible and all(a in queried for a in visible):
-        shown.append("explicit_query")
-    if len({v.product_id for v in facts.visits}) > 1:
-        shown.append("inspect_candidates")
-    if len(facts.selections) > 1:
-        shown.append("complete_options")
-    if facts.selections:
-        shown.append("option_choice")
+    explicit = [step for step, query in facts.queries if all(a in query for a in visible)]
+    if visible and explicit:
+        shown.append(("explicit_query", explicit[0]))
+    opened = list(dict.fromkeys(visit.product_id for visit in facts.visits))
+    if len(opened) > 1:  # the step that opened a second candidate
+        shown.append(("inspect_candidates", next(v.step for v in facts.visits
+                                                 if v.product_id == opened[1])))  # fmt: skip
+    chosen = sorted(step for step, _ in facts.selections.values())
+    if len(chosen) > 1:  # the step that set a second option axis
+        shown.append(("complete_options", chosen[1]))
+    if chosen:
+        shown.append(("option_choice", chosen[0]))
     return shown[:SUCCESS_CARDS_PER_TRAJECTORY]
 
 
-def success_card(task: Task, mechanism: str, trajectory: Trajectory) -> CardCreate:
+def success_card(
+    request: AnalysisInput, mechanism: str, branch_step: int, *, gold: GoldFacts
+) -> CardCreate:
+    """The card a successful bare trajectory's behaviour proposes: the library template, checked
+    like any card (paired continuations from `branch_step`, then the firewall)."""
     template = LIBRARY[mechanism]
-    return CardCreate(
-        round=0,
-        task_id=task.task_id,
-        checkpoint_id=trajectory.provenance.checkpoint_id or None,
-        outcome=CardOutcome.ADD,
-        eligible=True,
-        deployable=DeployableAbstraction(
-            failure_mechanism=f"success: {template.failure_surface} avoided",
-            applicable_when=template.template.applies_when,
-            observable_trigger=template.trigger,
-            corrective_procedure=" ".join(template.template.procedure),
-            verification_step=template.template.verify,
-            proposed_content=template.template,
-        ),
-        extras={"kind": "success", "mechanism": mechanism, "backend": "rules"},
+    deployable = DeployableAbstraction(
+        failure_mechanism=f"success: {template.failure_surface} avoided",
+        applicable_when=template.template.applies_when,
+        observable_trigger=template.trigger,
+        corrective_procedure=" ".join(template.template.procedure),
+        verification_step=template.template.verify,
+        proposed_content=template.template,
     )
+    verification = verify(request, template.template, None, branch_step)
+    audit = {
+        "success_behaviour": {"mechanism": mechanism, "step": branch_step},
+        "repair_validation_result": verification.summary(),
+        "firewall_gold": gold.as_json(),
+    }
+    return finish_card(
+        round=0, task_id=request.trajectory.task_id, checkpoint_id=request.checkpoint_id,
+        evidence_id=None, outcome=CardOutcome.ADD, audit=audit, deployable=deployable, gold=gold,
+        verification=verification, active=[], cold_start=True,
+        extras={"kind": "success", "mechanism": mechanism, "backend": "rules"},
+    )  # fmt: skip
 
 
 def proposed(card: CardCreate) -> ChunkContent | None:
@@ -160,24 +178,28 @@ def bare_run_cards(
     verifier=None,
     progress: Callable[[str, int, int], None] = lambda *_: None,
 ) -> tuple[list[CardCreate], int]:
-    """(cards, successes) of the bare runs: success cards without gold, failure cards from the
-    failure analyst at cold start (empty bank, no REWRITE), verified by the base policy."""
+    """(cards, successes) of the bare runs: success cards read without gold, failure cards from
+    the failure analyst at cold start (empty bank, no REWRITE); all checked by the base policy
+    (paired continuations) and the firewall."""
     cards: list[CardCreate] = []
     scored = [t for t in trajectories if t.scored]
     successes = 0
     for index, trajectory in enumerate(scored):
         task = env.task(trajectory.task_id)
+        request = AnalysisInput(
+            env=env, trajectory=trajectory, bank=[], round=0, cold_start=True,
+            checkpoint_id=checkpoint_id, seed=episode_seed(task.task_id, "live"),
+            prompt_version=settings.prompt_version, verifier=verifier,
+            rollout=settings.rollout_config(), pairs=settings.verification_pairs,
+        )  # fmt: skip
         if trajectory.components.get("r_success") == 1.0:
             successes += 1
-            shown = success_mechanisms(task, read_trace(trajectory))
-            cards += [success_card(task, m, trajectory) for m in shown]
+            facts = read_trace(trajectory)
+            gold = gold_facts(task, facts, price=gold_price(task, env.world.catalog))
+            for mechanism, step in success_mechanisms(task, facts):
+                seed = episode_seed(task.task_id, "live", mechanism)
+                cards.append(success_card(replace(request, seed=seed), mechanism, step, gold=gold))
         else:
-            request = AnalysisInput(
-                env=env, trajectory=trajectory, bank=[], round=0, cold_start=True,
-                checkpoint_id=checkpoint_id, seed=episode_seed(task.task_id, "live"),
-                prompt_version=settings.prompt_version, verifier=verifier,
-                rollout=settings.rollout_config(), trials=settings.counterfactual_trials,
-            )  # fmt: skip
             try:
                 cards.append(analyzer(request))
             except Exception:  # an analyst crash costs this card, not the cold start
@@ -219,8 +241,7 @@ def cold_start_job(
                 blind.close()
     finally:
         policy.close()
-    for card in cards:
-        client.create_card(card)
+    stored = [client.create_card(card) for card in cards]
     if embed is None:
         from services.analyst.embeddings import embed
     clusters = consolidate(cards, embed)
@@ -234,12 +255,19 @@ def cold_start_job(
             idempotency_key=f"cold-start:{body.run_id}:{fingerprint}",
         )
         drafts.append(chunk.latest)
+    verification = [
+        checked
+        for row, card in zip(stored, cards, strict=True)
+        if (checked := card_verification(row.id, card)) is not None
+    ]
     result = ColdStartResult(
         n_trajectories=len(trajectories),
         n_successes=successes,
         n_clusters=len(clusters),
         n_cards=len(cards),
         n_eligible=sum(card.eligible for card in cards),
+        n_verified=sum(checked.verified for checked in verification),
+        verification=verification,
         draft_version_ids=[draft.id for draft in drafts],
         draft_titles=[draft.content.title for draft in drafts],
     )

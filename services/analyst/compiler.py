@@ -6,13 +6,14 @@ listed evidence-only; an ADD has no target and a REWRITE targets an active chunk
 `max_candidates`, the best supported first, the budget never filled for its own sake; a
 candidate whose fingerprint (operation, target, content) or meaning (embedding similarity)
 repeats one of this round, the active bank or the proposal history is dropped, its cards
-becoming evidence-only. Every candidate text passes the gold firewall of each of its cards.
+becoming evidence-only; a REWRITE is never compared with any version of its own target.
+Every candidate text passes the gold firewall of each of its cards.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.analyst.cards import chunk_texts
@@ -26,6 +27,8 @@ from shared.registry_api.schemas import BankEntryPublic, CardCreate, CardOutcome
 MAX_CANDIDATES = 6
 # text, earlier texts -> (index, similarity) of the closest earlier one, or None
 Similarity = Callable[[str, Sequence[str]], tuple[int, float] | None]
+# chunk id -> every stored version's text of that chunk (the registry's chunk history)
+Versions = Mapping[int, Sequence[ChunkContent]]
 
 
 @dataclass(frozen=True)
@@ -144,9 +147,11 @@ def compile_round(
     max_candidates: int = MAX_CANDIDATES,
     similar: Similarity | None = None,
     threshold: float = DUPLICATE_SIMILARITY,
+    versions: Versions | None = None,
 ) -> Compilation:
     """Compile `(card id, card)` pairs; `history` holds earlier candidates' (signature,
-    content). `similar` is the semantic duplicate test (None: fingerprints only)."""
+    content), `versions` every version of the active chunks. `similar` is the semantic
+    duplicate test (None: fingerprints only)."""
     groups: dict[tuple, list[tuple[int, CardCreate]]] = {}
     for card_id, card in eligible_cards(cards):
         groups.setdefault(_merge_key(card), []).append((card_id, card))
@@ -167,7 +172,7 @@ def compile_round(
         else:
             proposals.append(proposal)
     result = admit(proposals, active=active, history=history, max_candidates=max_candidates,
-                   similar=similar, threshold=threshold)  # fmt: skip
+                   similar=similar, threshold=threshold, versions=versions)  # fmt: skip
     for drop in refused:
         result.evidence_only.extend(drop["card_ids"])
     result.dropped[:0] = refused
@@ -182,10 +187,12 @@ def admit(
     max_candidates: int = MAX_CANDIDATES,
     similar: Similarity | None = None,
     threshold: float = DUPLICATE_SIMILARITY,
+    versions: Versions | None = None,
 ) -> Compilation:
     """Proposals, best first -> candidates: the budget, then the fingerprint and semantic
-    dedupe against this round, the active bank and the history (a REWRITE never against the
-    text it rewrites); a dropped proposal's cards become evidence-only. The same for every
+    dedupe against this round, the active bank and the history (a REWRITE never against any
+    version of its own target: the current text and every one in `versions`, earlier
+    rewrites included); a dropped proposal's cards become evidence-only. The same for every
     backend."""
     result = Compilation()
     seen_signatures = {sig for sig, _ in history}
@@ -193,13 +200,15 @@ def admit(
     # (content hash, rendered text) of every earlier text: active chunks, history, this round
     seen = [(e.content.content_hash(), render_chunk(e.content)) for e in active]
     seen += [(content.content_hash(), render_chunk(content)) for _, content in history]
-    targets = {e.chunk_id: e.content.content_hash() for e in active}
+    targets = _versions_by_chunk(active, versions or {})
     for proposal in proposals:
         sig = signature(proposal.operation, proposal.target_chunk_id, proposal.content)
         text = render_chunk(proposal.content)
-        # a REWRITE is never a duplicate of the very text it rewrites
-        own = targets.get(proposal.target_chunk_id) if proposal.operation == "REWRITE" else None
-        others = [(h, t) for h, t in seen if h != own]
+        # a REWRITE is never a duplicate of any text its own target has had: rewriting a
+        # chunk keeps most of what it said, so each of its versions reads alike
+        rewrite = proposal.operation == "REWRITE"
+        own = targets.get(proposal.target_chunk_id, set()) if rewrite else set()
+        others = [(h, t) for h, t in seen if h not in own]
         reason = None
         if len(result.candidates) >= max_candidates:
             reason = f"over the budget of {max_candidates} candidates"
@@ -229,6 +238,14 @@ def admit(
         seen_signatures.add(sig)
         seen.append((proposal.content.content_hash(), text))
     return result
+
+
+def _versions_by_chunk(active: Sequence[BankEntryPublic], versions: Versions) -> dict[int, set]:
+    """Content hashes of every known version of each active chunk, by chunk id."""
+    known = {e.chunk_id: {e.content.content_hash()} for e in active}
+    for chunk_id, contents in versions.items():
+        known.setdefault(chunk_id, set()).update(c.content_hash() for c in contents)
+    return known
 
 
 def _proposal(

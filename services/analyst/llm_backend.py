@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.analyst.cards import finish_card
 from services.analyst.diagnosis import diagnose
-from services.analyst.rules_backend import AnalysisInput, injected, verify
+from services.analyst.live import bank_chunks
+from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.trace import gold_facts, gold_price, read_trace
 from shared.chunks import ChunkContent, render_skill_block
 from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
@@ -219,7 +220,7 @@ class LLMAnalyst:
         return self._card(request, task, gold, session, submitted, problems)
 
     def _brief(self, request: AnalysisInput, task, facts) -> str:
-        skill = render_skill_block(injected(request.bank)) or "(empty skill bank)"
+        skill = render_skill_block(bank_chunks(request.bank)) or "(empty skill bank)"
         steps = []
         for index, step in enumerate(request.trajectory.steps):
             observation = (step.observation or "")[:MAX_OBSERVATION_CHARS]
@@ -272,20 +273,23 @@ class LLMAnalyst:
                 deployable = DeployableAbstraction(**submitted.deployable_abstraction.model_dump())
             elif outcome != CardOutcome.NO_PROPOSAL:
                 outcome = CardOutcome.NO_PROPOSAL
-        trials = []
+        verification = None
         if deployable is not None and deployable.proposed_content is not None:
-            branch = branch_step(audit, request.trajectory, task)
+            branch, problem = branch_step(audit, request.trajectory, task)
             audit["branch_step"] = branch
-            trials = [trial.as_dict() for trial in verify(
+            if problem is not None:  # the trial branches at the rules' step instead
+                audit["branch_step_problem"] = problem
+            verification = verify(
                 request, deployable.proposed_content, deployable.target_chunk_id, branch
-            )]  # fmt: skip
+            )
         audit.update({"gold_asin": task.gold_asin, "firewall_gold": gold.as_json(),
                       "protocol_problems": problems[-5:],
                       "diagnostic_trials": session.trials})  # fmt: skip
         card = finish_card(
             round=request.round, task_id=task.task_id, checkpoint_id=request.checkpoint_id,
             evidence_id=request.evidence_id, outcome=outcome, audit=audit, deployable=deployable,
-            gold=gold, trials=trials, active=request.bank, cold_start=request.cold_start,
+            gold=gold, verification=verification, active=request.bank,
+            cold_start=request.cold_start,
             extras={"backend": "llm", "model": self.model},
         )  # fmt: skip
         if submitted is None:
@@ -296,14 +300,19 @@ class LLMAnalyst:
         self.http.close()
 
 
-def branch_step(audit: dict[str, Any], trajectory, task) -> int:
-    """Where the counterfactual branches: the step the card names as the earliest divergence,
-    else the rules' earliest divergence, else the first step."""
+def branch_step(audit: dict[str, Any], trajectory, task) -> tuple[int, str | None]:
+    """Where the counterfactual branches, and why not where the card says (None: it is): the
+    step the card names as the earliest divergence when it is a step of the trace (0-based,
+    before the last), else the rules' earliest divergence, else the first step."""
     named = audit.get("earliest_divergence_step")
-    if isinstance(named, int) and not isinstance(named, bool) and named >= 0:
-        return min(named, len(trajectory.steps))
+    steps = len(trajectory.steps)
+    if isinstance(named, int) and not isinstance(named, bool) and 0 <= named < steps:
+        return named, None
     found = diagnose(trajectory, task, read_trace(trajectory))
-    return found[0].step if found else 0
+    fallback = found[0].step if found else 0
+    if named is None:
+        return fallback, "the card names no earliest_divergence_step"
+    return fallback, f"earliest_divergence_step {named!r} is not a step of the {steps}-step trace"
 
 
 def _arguments(raw: Any) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from services.analyst.compiler import (
     Compilation,
     Proposal,
     Similarity,
+    Versions,
     admit,
     candidate_problem,
     citation_problems,
@@ -145,10 +146,11 @@ class LLMCompiler:
         max_candidates: int = MAX_CANDIDATES,
         similar: Similarity | None = None,
         threshold: float = DUPLICATE_SIMILARITY,
+        versions: Versions | None = None,
     ) -> Compilation:
         eligible = dict(eligible_cards(cards))
         dedupe = {"active": active, "history": history, "max_candidates": max_candidates,
-                  "similar": similar, "threshold": threshold}  # fmt: skip
+                  "similar": similar, "threshold": threshold, "versions": versions}  # fmt: skip
         report = {"backend": "llm", "model": self.model, "attempts": 0, "errors": []}
         if not eligible:  # nothing to merge: no call
             return _reported(admit([], **dedupe), report, used="llm")

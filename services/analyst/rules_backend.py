@@ -3,9 +3,11 @@
 For one failed full-skill retry it (1) reads the trace, (2) diagnoses every divergence from
 the gold, (3) keeps those the current bank's procedures do not already cover, (4) picks the
 earliest as the card's mechanism (ADD, or REWRITE when an active chunk is about the same
-mechanism but is not followed), (5) tests that one repair with a counterfactual trial (the
-retry replayed to the divergence, then a blind agent with the bank plus the repair: `live`),
-and (6) writes the card. A card is verified by its own repair alone: no chain of others.
+mechanism but is not followed), (5) tests that one repair with paired counterfactual
+continuations (the retry replayed to the divergence, then a blind agent with the bank plus
+the repair, and with the bank alone, on the same seeds: `live`),
+and (6) writes the card. A card is verified by its own repair alone (no chain of others),
+against the same continuations without it (`live.verify_repair`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from services.analyst.cards import finish_card
 from services.analyst.diagnosis import Divergence, diagnose
-from services.analyst.live import Trial, default_tester, verify_repair
+from services.analyst.live import PairedVerification, bank_chunks, default_tester, verify_repair
 from services.analyst.mechanisms import LIBRARY, addressed_mechanisms
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
 from shared.agent.backends.base import PolicyBackend
@@ -49,7 +51,7 @@ class AnalysisInput:
     # passes it); None here means the procedural TEST DOUBLE (offline runs and tests).
     verifier: PolicyBackend | None = None
     rollout: RolloutConfig | None = None  # how trials run (turn cap, decoding); None: defaults
-    trials: int = 1  # counterfactual trials per card, stopping at the first success
+    pairs: int = 4  # k: continuations with the card's repair, and k without, same seeds
 
     def rollout_config(self) -> RolloutConfig:
         if self.rollout is not None:
@@ -60,18 +62,14 @@ class AnalysisInput:
 
 def verify(
     request: AnalysisInput, content: ChunkContent, target_chunk_id: int | None, branch_step: int
-) -> list[Trial]:
-    """The counterfactual trials of one card's own repair, by the request's blind agent."""
+) -> PairedVerification:
+    """The paired check of one card's own repair, by the request's blind agent."""
     agent = request.verifier or default_tester()
     return verify_repair(
         request.env, request.trajectory, request.bank, content,
         target_chunk_id=target_chunk_id, branch_step=branch_step, agent=agent,
-        seed=request.seed, attempts=request.trials, config=request.rollout_config(),
+        seed=request.seed, k=request.pairs, config=request.rollout_config(),
     )  # fmt: skip
-
-
-def injected(bank: Sequence[BankEntryPublic]) -> list[InjectedChunk]:
-    return [InjectedChunk(chunk_id=e.slug, version=e.version, content=e.content) for e in bank]
 
 
 def proposal_chunk(mechanism: str) -> InjectedChunk:
@@ -86,7 +84,7 @@ def analyze(request: AnalysisInput) -> CardCreate:
     facts = read_trace(request.trajectory)
     gold = gold_facts(task, facts, price=gold_price(task, request.env.world.catalog))
     divergences = diagnose(request.trajectory, task, facts)
-    followed = recognised_mechanisms(render_skill_block(injected(request.bank)))
+    followed = recognised_mechanisms(render_skill_block(bank_chunks(request.bank)))
     missing = [d for d in divergences if d.mechanism not in followed]
     audit = {**_audit(task, facts, divergences), "firewall_gold": gold.as_json()}
     common = {
@@ -104,22 +102,20 @@ def analyze(request: AnalysisInput) -> CardCreate:
             "no divergence found" if not divergences else "the bank already covers every one"
         )
         return finish_card(
-            outcome=CardOutcome.NO_PROPOSAL, audit=audit, deployable=None, trials=[],
+            outcome=CardOutcome.NO_PROPOSAL, audit=audit, deployable=None, verification=None,
             extras=extras, **common,
         )  # fmt: skip
     earliest = missing[0]
     target = _rewrite_target(request.bank, earliest.mechanism, request.cold_start)
     template = LIBRARY[earliest.mechanism]
     target_id = target.chunk_id if target else None
-    trials = verify(request, template.template, target_id, earliest.step)
+    verification = verify(request, template.template, target_id, earliest.step)
     audit["minimal_repair"] = {
         "mechanism": earliest.mechanism,
         "branch_step": earliest.step,
         "rewrite_target": target_id,
     }
-    audit["repair_validation_result"] = (
-        "terminal success" if any(t.success for t in trials) else "no terminal success"
-    )
+    audit["repair_validation_result"] = verification.summary()
     deployable = DeployableAbstraction(
         failure_mechanism=template.failure_surface,
         applicable_when=template.template.applies_when,
@@ -133,7 +129,7 @@ def analyze(request: AnalysisInput) -> CardCreate:
         outcome=CardOutcome.REWRITE if target else CardOutcome.ADD,
         audit=audit,
         deployable=deployable,
-        trials=[t.as_dict() for t in trials],
+        verification=verification,
         extras={**extras, "mechanism": earliest.mechanism},
         **common,
     )

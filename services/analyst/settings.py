@@ -47,7 +47,14 @@ class AnalystSettings(BaseSettings):
         description="blind agent of counterfactual trials: the frozen policy checkpoint, the "
         "llm analyst's model in a fresh agent context, or the procedural TEST DOUBLE",
     )
-    counterfactual_trials: int = Field(1, ge=1, le=10, description="trials per card's repair")
+    verification_pairs: int = Field(
+        4,
+        ge=1,
+        le=32,
+        description="k of the paired check: continuations from a card's branch with its repair "
+        "and k without it, on the same seeds; verified = >= 1 success with the repair and more "
+        "with than without",
+    )
     retry_attempts: int = Field(2, ge=0, le=10, description="reruns of an unscored retry")
     analyst_attempts: int = Field(2, ge=1, le=10, description="tries before ANALYST_ERROR")
     semantic_dedupe: bool = Field(True, description="MiniLM near-duplicate check in compile")

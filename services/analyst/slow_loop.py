@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from services.analyst.cards import card_verification
 from services.analyst.compiler import Compilation, compile_round
-from services.analyst.live import skill_block_hash
-from services.analyst.rules_backend import AnalysisInput, injected
+from services.analyst.live import bank_chunks, skill_block_hash
+from services.analyst.rules_backend import AnalysisInput
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore
 from shared.agent.runner import EpisodeSpec, run_episodes
@@ -33,6 +34,7 @@ from shared.analyst_api.schemas import (
     FunnelCounts,
     PolicySpec,
 )
+from shared.chunks import ChunkContent
 from shared.hashing import hash_key
 from shared.registry_api.client import AuthError, Conflict, RegistryClient
 from shared.registry_api.schemas import (
@@ -88,7 +90,7 @@ def verify_retry(trajectory: Trajectory, bank: BankPublic, prompt_version: str) 
         raise RetryMismatch("retry bank hash differs from the frozen bank's")
     if provenance.prompt_version != prompt_version:
         raise RetryMismatch(f"retry prompt {provenance.prompt_version}, expected {prompt_version}")
-    if provenance.skill_block_hash != skill_block_hash(injected(bank.entries), prompt_version):
+    if provenance.skill_block_hash != skill_block_hash(bank_chunks(bank.entries), prompt_version):
         raise RetryMismatch("retry skill block is not the frozen bank's content")
 
 
@@ -103,7 +105,7 @@ def run_retries(
 ) -> dict[str, tuple[str, Trajectory | None]]:
     """group id -> (outcome, retry trajectory): one full-bank trajectory per group, unscored
     ones rerun up to `retry_attempts` times."""
-    chunks = tuple(injected(bank.entries))
+    chunks = tuple(bank_chunks(bank.entries))
     config = settings.rollout_config()
     outcomes: dict[str, tuple[str, Trajectory | None]] = {}
     waiting = list(groups)
@@ -240,7 +242,7 @@ def _analyze_group(
         prompt_version=settings.prompt_version,
         verifier=blind,
         rollout=settings.rollout_config(),
-        trials=settings.counterfactual_trials,
+        pairs=settings.verification_pairs,
     )
     errors = []
     for _ in range(settings.analyst_attempts):
@@ -270,6 +272,15 @@ def _history(client: RegistryClient, round: int):
     return history
 
 
+def _versions(client: RegistryClient, active) -> dict[int, list[ChunkContent]]:
+    """Every stored version of each active chunk, for the dedupe (a REWRITE is never compared
+    with a version of its own target)."""
+    return {
+        entry.chunk_id: [version.content for version in client.chunk_history(entry.chunk_id)]
+        for entry in active
+    }
+
+
 def _compile(body, bank, store, client, settings, folder, similar, compiler) -> dict[str, Any]:
     groups = store.list(run_id=body.run_id, round=body.round)
     card_ids = [g.card_id for g in groups if g.card_id is not None]
@@ -286,6 +297,7 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         history=_history(client, body.round),
         max_candidates=max(0, body.max_candidates - len(earlier)),
         similar=similar,
+        versions=_versions(client, bank.entries),
     )
     summaries = [_stored_summary(client, stored) for stored in earlier]
     evidence_only = list(compiled.evidence_only)
@@ -330,7 +342,7 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         deficits=sum(g.status == "deficit" for g in groups),
         runtime_errors=sum(g.status == "runtime_error" for g in groups),
         cards=len(cards),
-        verified=sum(bool(card.extras.get("verifying_trial")) for _, card in cards),
+        verified=sum(_verified(card) for _, card in cards),
         eligible=sum(card.eligible for _, card in cards),
         candidates=len(summaries),
         compiler=_compiler_label(compiled.report),
@@ -352,8 +364,17 @@ def _compile(body, bank, store, client, settings, folder, similar, compiler) -> 
         card_ids=card_ids,
         evidence_only_card_ids=evidence_only,
         funnel=funnel,
+        verification=[
+            checked
+            for card_id, card in cards
+            if (checked := card_verification(card_id, card)) is not None
+        ],
         compiler=compiled.report,
     ).model_dump(mode="json")
+
+
+def _verified(card: CardCreate) -> bool:
+    return bool((card.extras.get("verification") or {}).get("verified"))
 
 
 def _stored_this_round(client: RegistryClient, body):

@@ -46,6 +46,7 @@ def compile_round(context: RunContext, state: dict[str, Any]) -> None:
         compile_job_id=job.id,
         candidate_ids=list(result.get("candidate_ids", [])),
         funnel=result.get("funnel"),
+        verification=result.get("verification", []),  # each checked card's paired counts
     )
     context.record.save()
     state["phase"] = "gate"

@@ -161,6 +161,25 @@ class CandidateSummary(BaseModel):
     source_card_ids: list[int] = Field(default_factory=list)
 
 
+class CardVerification(BaseModel):
+    """One card's paired check: `with` of `k` continuations succeeded with the card's repair,
+    `without` of `k` on the same `seeds` without it (the card's `extras.verification`)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    card_id: int
+    kind: Literal["failure", "success"] = "failure"
+    mechanism: str | None = None
+    outcome: str
+    eligible: bool
+    verified: bool = Field(description="with >= 1 and with > without")
+    with_repair: int = Field(alias="with", ge=0)
+    without_repair: int = Field(alias="without", ge=0)
+    k: int = Field(ge=1)
+    seeds: list[int]
+    branch_step: int | None = None
+
+
 class CompileRoundResult(BaseModel):
     """A compile job's result: candidates, the cards behind them, the round's funnel."""
 
@@ -169,6 +188,9 @@ class CompileRoundResult(BaseModel):
     card_ids: list[int] = Field(default_factory=list)
     evidence_only_card_ids: list[int] = Field(default_factory=list)
     funnel: FunnelCounts
+    verification: list[CardVerification] = Field(
+        default_factory=list, description="the paired check of every card that proposed a repair"
+    )
     compiler: dict = Field(
         default_factory=dict,
         description="backend asked for, backend used, attempts, fell_back, the answers' problems",
@@ -182,6 +204,10 @@ class ColdStartResult(BaseModel):
     n_successes: int
     n_cards: int
     n_eligible: int
+    n_verified: int = Field(0, description="cards whose repair passed the paired check")
+    verification: list[CardVerification] = Field(
+        default_factory=list, description="the paired check of every card that proposed a repair"
+    )
     n_clusters: int = Field(0, description="clusters of eligible cards by proposed text")
     draft_version_ids: list[int] = Field(default_factory=list)
     draft_titles: list[str] = Field(default_factory=list)

@@ -76,6 +76,7 @@ def round_entry(round_record: dict[str, Any], registry: RegistryClient) -> dict[
             "eligible": funnel.get("eligible", 0),
             "candidates": funnel.get("candidates", 0),
         },
+        "verification": round_record.get("verification") or [],  # each checked card's counts
         "gate_status": round_record.get("gate_status"),
         "gate_run_id": round_record.get("gate_run_id"),
         "next_bank_id": round_record.get("next_bank_id"),
@@ -115,6 +116,7 @@ def build_summary(demo: Demo, registry: RegistryClient) -> dict[str, Any]:
         **policy_statement(demo.options.policy),
         "run_id": demo.run_id,
         "s0_bank_id": demo.state.get("s0_bank_id"),
+        "cold_start": demo.state.get("cold_start"),  # the job's result: cards, paired checks, S_0
         "final_bank_id": registry.get_alias("current").bank_id,
         "rounds": [round_entry(r, registry) for r in record["rounds"]],
         "test": condition_table(evaluation),

@@ -18,12 +18,13 @@ from shared.report.data import (
     lineage_counts,
     test_differences,
     test_rows,
+    verification,
 )
 from shared.report.document import Document, Heading, Image, Paragraph, Table
 
 FIGURES_DIR = "report"
-FUNNEL_LABELS = ("all-wrong groups", "failed retries", "deficits", "cards", "eligible",
-                 "candidates")  # fmt: skip
+FUNNEL_LABELS = ("all-wrong groups", "failed retries", "deficits", "cards", "verified",
+                 "eligible", "candidates")  # fmt: skip
 
 
 def _percent(value: float | None) -> str | None:
@@ -110,10 +111,35 @@ def _funnel(document: Document, run: RunData, figures: Path) -> None:
         Table(
             ["", *FUNNEL_LABELS],
             rows,
-            caption="all-wrong groups -> full-skill retries that failed -> cards -> eligible -> "
+            caption="all-wrong groups -> full-skill retries that failed -> cards -> verified "
+            "(the paired check passed) -> eligible (verified, and the firewall passed) -> "
             "candidates; deficits are retries that succeeded (no proposal)",
         ),
         Image(plots.funnel_chart(counts, figures / "funnel.png"), "funnel") if counts else None,
+    )
+    _verification(document, run)
+
+
+VERIFICATION_COLUMNS = ("stage", "checked", "verified", "with", "without", "verified_cards")
+VERIFICATION_LABELS = ("", "cards checked", "verified", "successes with", "successes without",
+                       "verified cards (with vs without, of k)")  # fmt: skip
+
+
+def _verification(document: Document, run: RunData) -> None:
+    checked = verification(run)
+    if not checked:
+        return
+    document.add(
+        Table(
+            list(VERIFICATION_LABELS),
+            [
+                [row[key] if row[key] != "" else None for key in VERIFICATION_COLUMNS]
+                for row in checked
+            ],
+            caption="paired verification: k continuations from each card's branch with its "
+            "repair and k without it, same seeds and blind agent; verified = at least one "
+            "success with the repair and more with than without",
+        )
     )
 
 

@@ -16,8 +16,8 @@ from shared.report.snapshot import load_snapshot
 METRICS_FILES = ("metrics.jsonl", "train/metrics.jsonl", "train/*/metrics.jsonl")
 EVALUATION_FILES = ("test/evaluation.json", "evaluation.json")
 CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
-FUNNEL_COLUMNS = ("all_wrong_groups", "failed_retries", "deficits", "cards", "eligible",
-                  "candidates")  # fmt: skip
+FUNNEL_COLUMNS = ("all_wrong_groups", "failed_retries", "deficits", "cards", "verified",
+                  "eligible", "candidates")  # fmt: skip
 
 
 @dataclass
@@ -94,7 +94,8 @@ def _lookup(line: Mapping[str, Any], name: str) -> Any:
 
 
 def funnel(run: RunData) -> dict[int, dict[str, int]]:
-    """Per round: all-wrong groups, failed retries, deficits, cards, eligible, candidates.
+    """Per round: all-wrong groups, failed retries, deficits, cards, verified (the paired
+    check passed), eligible, candidates.
 
     The demo's summary carries the analyst's own counts; otherwise they are counted from the
     registry snapshot's evidence, cards and candidates.
@@ -115,10 +116,44 @@ def funnel(run: RunData) -> dict[int, dict[str, int]]:
     for card in snap.get("cards", []):
         row = rounds.setdefault(card["round"], dict.fromkeys(FUNNEL_COLUMNS, 0))
         row["cards"] += 1
+        row["verified"] += bool((card.get("verification") or {}).get("verified"))
         row["eligible"] += bool(card["eligible"])
     for candidate in snap.get("candidates", []):
         rounds.setdefault(candidate["round"], dict.fromkeys(FUNNEL_COLUMNS, 0))["candidates"] += 1
     return dict(sorted(rounds.items()))
+
+
+def verification(run: RunData) -> list[dict[str, Any]]:
+    """Per stage (the cold start, then each round): the paired check of the cards that
+    proposed a repair: how many, how many verified, successes with and without the repair
+    summed over them, and each verified card's counts."""
+    summary = run.summary or {}
+    stages = [("cold start", (summary.get("cold_start") or {}).get("verification"))]
+    stages += [(f"round {r['round']}", r.get("verification")) for r in summary.get("rounds", [])]
+    if not any(checked for _, checked in stages) and run.snapshot is not None:
+        by_round: dict[int, list[dict[str, Any]]] = {}
+        for card in run.snapshot.get("cards", []):
+            if card.get("verification"):
+                by_round.setdefault(card["round"], []).append(
+                    {"card_id": card["id"], **card["verification"]}
+                )
+        stages = [(f"round {r}", checked) for r, checked in sorted(by_round.items())]
+    rows = []
+    for stage, checked in stages:
+        if not checked:
+            continue
+        verified = [c for c in checked if c["verified"]]
+        rows.append({
+            "stage": stage,
+            "checked": len(checked),
+            "verified": len(verified),
+            "with": sum(c["with"] for c in checked),
+            "without": sum(c["without"] for c in checked),
+            "verified_cards": ", ".join(
+                f"#{c['card_id']} {c['with']} vs {c['without']} of {c['k']}" for c in verified
+            ),
+        })  # fmt: skip
+    return rows
 
 
 # ---------------------------------------------------------------- banks

@@ -56,7 +56,13 @@ def take_snapshot(client: RegistryClient) -> dict[str, Any]:
             for c in (c.model_dump(mode="json") for c in client.list_candidates())
         ],
         "cards": [
-            {"id": c.id, "round": c.round, "outcome": c.outcome.value, "eligible": c.eligible}
+            {
+                "id": c.id,
+                "round": c.round,
+                "outcome": c.outcome.value,
+                "eligible": c.eligible,
+                "verification": (c.extras or {}).get("verification"),
+            }  # paired counts, k, seeds
             for c in client.list_cards()
         ],
         "evidence": [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from services.analyst.live import PairedVerification, Trial
 from services.analyst.mechanisms import LIBRARY
 from shared.agent.backends import make_backend
 from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
@@ -55,3 +56,22 @@ def succeeds_with(env, trace, chunks) -> bool:
     spec = EpisodeSpec(task_id=trace.task_id, seed=0, chunks=tuple(chunks))
     (trajectory,) = run_episodes(env, policy, [spec], RolloutConfig(concurrency=1))
     return trajectory.scored and trajectory.components["r_success"] == 1.0
+
+
+def paired(with_card, without_card, *, valid_actions=3) -> PairedVerification:
+    """A paired check with these successes per seed (with the card, without it), as records."""
+
+    def trials(arm, outcomes):
+        record = {"branch_step": 0, "prompt_hash": None, "prompt_faithful": True,
+                  "agent": "procedural-test-double:record", "replay_faithful": True,
+                  "termination": "purchase", "valid_actions": valid_actions,
+                  "steps": 4}  # fmt: skip
+        return tuple(
+            Trial(arm=arm, seed=seed, reward=float(success), success=success, **record)
+            for seed, success in enumerate(outcomes)
+        )
+
+    return PairedVerification(
+        branch_step=0, turn_budget=None, seeds=tuple(range(len(with_card))),
+        with_trials=trials("with", with_card), without_trials=trials("without", without_card),
+    )  # fmt: skip

@@ -4,6 +4,7 @@ S_0 through the evaluator's Gate A over HTTP."""
 
 import json
 import uuid
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,8 +20,11 @@ from services.analyst.cold_start import (
     success_card,
 )
 from services.analyst.mechanisms import LIBRARY
-from services.analyst.rules_backend import analyze
+from services.analyst.rules_backend import AnalysisInput, analyze
 from services.analyst.settings import AnalystSettings
+from services.analyst.trace import gold_facts, read_trace
+from shared.agent.backends import make_backend
+from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
 from shared.analyst_api.schemas import ColdStartCreate
 from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
@@ -29,15 +33,70 @@ from tests.analyst.support import failed_traces, small_env
 from tests.live_servers import live_server
 
 
-def test_success_cards_carry_no_gold():
+def successes(env, n=24):
+    """Bare runs of a TEST DOUBLE that shops well on its own (every mechanism, unprompted)."""
+    policy = make_backend("procedural", "skilled", slip=0.0, competence=1.0)
+    specs = [EpisodeSpec(task_id=t, seed=i) for i, t in enumerate(env.task_ids("train")[:n])]
+    runs = run_episodes(env, policy, specs, RolloutConfig(concurrency=8))
+    return [t for t in runs if t.scored and t.components["r_success"] == 1.0]
+
+
+def cold_request(env, trace, verifier=None):
+    return AnalysisInput(env=env, trajectory=trace, bank=[], round=0, cold_start=True,
+                         seed=3, verifier=verifier)  # fmt: skip
+
+
+def test_success_cards_carry_no_gold_in_their_text():
     env = small_env()
-    trace = failed_traces(env, n=1)[0]  # any trajectory: the card reads no gold
+    trace = successes(env)[0]
     task = env.task(trace.task_id)
-    card = success_card(task, "explicit_query", trace)
-    assert card.extras["kind"] == "success" and card.eligible
-    assert card.privileged_audit == {}
+    gold = gold_facts(task, read_trace(trace))
+    card = success_card(cold_request(env, trace), "explicit_query", 0, gold=gold)
+    assert card.extras["kind"] == "success" and card.firewall_findings == []
     text = card.deployable.model_dump_json()
     assert task.gold_asin not in text and task.gold_title not in text
+    # the gold the firewall checked stays in the privileged audit, never in the card's text
+    assert card.privileged_audit["firewall_gold"]["goal_title"] == task.gold_title
+
+
+def test_a_success_card_goes_through_the_paired_check():
+    # The blind agent already does everything the success cards name: with the card or
+    # without it, it succeeds alike, so no success card may become eligible on its own say.
+    env = small_env()
+    traces = successes(env)
+    skilled = make_backend("procedural", "skilled-verifier", slip=0.0, competence=1.0)
+    cards, count = bare_run_cards(env, traces, analyze, checkpoint_id="base",
+                                  settings=AnalystSettings(), verifier=skilled)  # fmt: skip
+    assert count == len(traces) > 0 and cards
+    for card in cards:
+        checked = card.extras["verification"]
+        assert checked["k"] == 4 and len(checked["seeds"]) == 4
+        assert checked["with"] == checked["without"] and not checked["verified"]
+        assert not card.eligible and card.outcome == CardOutcome.NO_PROPOSAL
+
+
+def test_a_success_card_is_verified_when_its_repair_beats_its_absence():
+    # the slip-0 tester shops naively on its own: a success card's chunk is what moves it
+    env = small_env()
+    cards, _ = bare_run_cards(env, successes(env), analyze, checkpoint_id="base",
+                              settings=AnalystSettings())  # fmt: skip
+    verified = [card for card in cards if card.extras["verification"]["verified"]]
+    assert verified and all(card.eligible for card in verified)
+    for card in verified:
+        checked = card.extras["verification"]
+        assert checked["with"] > checked["without"] and checked["with"] >= 1
+
+
+def test_a_success_card_passes_the_firewall(monkeypatch):
+    env = small_env()
+    trace = successes(env)[0]
+    task = env.task(trace.task_id)
+    template = LIBRARY["explicit_query"]
+    leaking = template.template.model_copy(update={"avoid": f"Anything but {task.gold_title}."})
+    monkeypatch.setitem(LIBRARY, "explicit_query", replace(template, template=leaking))
+    gold = gold_facts(task, read_trace(trace))
+    card = success_card(cold_request(env, trace), "explicit_query", 0, gold=gold)
+    assert card.firewall_findings and not card.eligible
 
 
 def by_title(texts):
@@ -63,14 +122,21 @@ def llm_card(title: str, *, eligible=True) -> CardCreate:
     )  # fmt: skip
 
 
+def verified_success_card(mechanism: str) -> CardCreate:
+    """An eligible success card as the cold start writes it once its check passed."""
+    card = llm_card(mechanism)
+    return card.model_copy(update={
+        "deployable": card.deployable.model_copy(
+            update={"proposed_content": LIBRARY[mechanism].template}),
+        "extras": {"kind": "success", "mechanism": mechanism, "backend": "rules"},
+    })  # fmt: skip
+
+
 def test_cards_cluster_by_proposed_text_whatever_their_backend():
-    env = small_env()
-    trace = failed_traces(env, n=1)[0]
-    task = env.task(trace.task_id)
-    cards = [success_card(task, "price_check", trace), llm_card("Compare two sellers"),
-             success_card(task, "explicit_query", trace), llm_card("Compare two sellers"),
+    cards = [verified_success_card("price_check"), llm_card("Compare two sellers"),
+             verified_success_card("explicit_query"), llm_card("Compare two sellers"),
              llm_card("Read the reviews"), llm_card("Ignored", eligible=False),
-             success_card(task, "price_check", trace)]  # fmt: skip
+             verified_success_card("price_check")]  # fmt: skip
     clusters = consolidate(cards, by_title)
     assert clusters == [[0, 6], [1, 3], [2], [4]]  # the ineligible card takes no part
     drafts = drafts_of(cards, clusters, 16)
@@ -142,6 +208,17 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
     assert result["draft_version_ids"], "the tiny run must give drafts for the gate to test"
     assert result["gate_a_status"] == "incomplete" and "TimeoutError" in result["gate_a_error"]
     assert result["s0_bank_id"] is None and result["s0_size"] is None
+    # every checked card's paired counts, k and seeds: in the job's result and on the card
+    checked = result["verification"]
+    assert checked and result["n_verified"] == sum(row["verified"] for row in checked)
+    with settings.registry_client() as client:
+        for row in checked:
+            stored = client.get_card(row["card_id"]).extras["verification"]
+            assert {key: stored[key] for key in ("with", "without", "k", "seeds")} == {
+                key: row[key] for key in ("with", "without", "k", "seeds")
+            }
+            assert row["k"] == 4 and len(row["seeds"]) == 4
+            assert row["verified"] == (row["with"] >= 1 and row["with"] > row["without"])
 
 
 @pytest.mark.slow

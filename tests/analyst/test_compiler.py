@@ -13,9 +13,9 @@ from shared.registry_api.schemas import (
     CardOutcome,
     DeployableAbstraction,
 )
-from tests.analyst.support import library_bank
+from tests.analyst.support import entry, library_bank, paired
 
-SUCCESS = [{"valid_actions": 3, "success": True}]
+SUCCESS = paired(with_card=[True], without_card=[False])
 
 
 def card(
@@ -42,7 +42,7 @@ def card(
     return finish_card(
         round=1, task_id="task-000001", checkpoint_id=None, evidence_id=None, outcome=outcome,
         audit={"firewall_gold": (gold or GoldFacts()).as_json()}, deployable=deployable,
-        gold=None, trials=SUCCESS, active=active or library_bank("explicit_query"),
+        gold=None, verification=SUCCESS, active=active or library_bank("explicit_query"),
         cold_start=False,
         extras={"mechanism": mechanism},
     )  # fmt: skip
@@ -227,3 +227,24 @@ def test_semantic_duplicate_of_an_active_chunk_is_dropped():
     )
     assert [c.mechanism for c in result.candidates] == ["option_choice"]
     assert "semantic duplicate" in result.dropped[0]["reason"]
+
+
+def test_a_rewrite_is_never_deduplicated_against_any_earlier_version_of_its_target():
+    # chunk 1 began as an ADD candidate (v1, in the history), was rewritten to v2 (active);
+    # a third text for it reads like both (everything alike here) and must still be proposed
+    first = LIBRARY["explicit_query"].template
+    current = first.model_copy(update={"avoid": first.avoid + " Do not drop the budget."})
+    third = current.model_copy(update={"verify": current.verify + " Check the brand too."})
+    active = [entry(1, current)]
+    history = [(signature("ADD", None, first), first)]
+    rewrite = card("explicit_query", target=1, content=third, outcome=CardOutcome.REWRITE,
+                   active=active)  # fmt: skip
+    kept = compile_round(numbered([rewrite]), active=active, history=history,
+                         similar=everything_alike, versions={1: [first, current]})  # fmt: skip
+    assert [(c.operation, c.target_chunk_id) for c in kept.candidates] == [("REWRITE", 1)]
+    # an earlier candidate that is no version of chunk 1 still counts as a duplicate
+    other = LIBRARY["price_check"].template
+    history.append((signature("ADD", None, other), other))
+    dropped = compile_round(numbered([rewrite]), active=active, history=history,
+                            similar=everything_alike, versions={1: [first, current]})  # fmt: skip
+    assert dropped.candidates == [] and "semantic duplicate" in dropped.dropped[0]["reason"]

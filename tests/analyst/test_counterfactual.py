@@ -31,7 +31,7 @@ def test_the_replayed_turns_are_the_retrys_and_the_agent_acts_after_the_branch(e
     replayed = trial.trajectory.steps[:3]
     assert [s.action for s in replayed] == [s.action for s in retry.steps[:3]]
     assert [s.observation for s in replayed] == [s.observation for s in retry.steps[:3]]
-    assert trial.replay_faithful and trial.branch_step == 3 and trial.prompt_carries_card
+    assert trial.replay_faithful and trial.branch_step == 3 and trial.prompt_faithful
     assert trial.agent == "procedural-test-double:blind" and trial.seed == 4
     assert trial.valid_actions == sum(s.action is not None for s in trial.trajectory.steps[3:])
 

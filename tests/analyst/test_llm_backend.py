@@ -87,8 +87,14 @@ def test_recorded_analysis_gives_a_verified_card_after_one_repair(env, failure):
     assert card.outcome == CardOutcome.ADD and card.eligible
     # the analyst's own purchase is diagnosis; the card's own chunk, tried blind, verified it
     assert [t["success"] for t in card.privileged_audit["diagnostic_trials"]] == [True]
+    # the slip-0 tester is deterministic: every seed alike, naive without the chunk
+    assert {key: card.extras["verification"][key] for key in ("with", "without", "k")} == {
+        "with": 4,
+        "without": 0,
+        "k": 4,
+    }
     trials = card.extras["terminal_trials"]
-    assert len(trials) == 1 and trials[0]["success"] and trials[0]["prompt_carries_card"]
+    assert all(t["success"] and t["prompt_faithful"] for t in trials if t["arm"] == "with")
     assert card.extras["verifying_trial"]["agent"] == "procedural-test-double:live-tester"
     assert any("invalid card" in p for p in card.privileged_audit["protocol_problems"])
     assert card.privileged_audit["gold_asin"] == env.task(failure.task_id).gold_asin
@@ -168,8 +174,9 @@ def test_the_gold_shortcut_probe_yields_no_proposal(env, failure):
     assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
     assert "reached R_success = 1" in card.forced_no_proposal_reason
     assert card.extras["verifying_trial"] is None
-    (trial,) = card.extras["terminal_trials"]
-    assert not trial["success"] and trial["prompt_carries_card"]
+    trials = [t for t in card.extras["terminal_trials"] if t["arm"] == "with"]
+    assert len(trials) == 4 and not any(t["success"] for t in trials)
+    assert all(t["prompt_faithful"] for t in trials)
 
 
 def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(env, failure):
@@ -180,3 +187,32 @@ def test_a_model_server_that_times_out_or_is_gone_gives_no_proposal_not_a_crash(
         port = closed.getsockname()[1]  # bound, never listening: connection refused
         card = analyst(f"http://127.0.0.1:{port}/v1", timeout_s=1).analyze(request)
     assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
+
+
+@pytest.mark.parametrize(
+    ("named", "expected", "problem"),
+    [
+        (2, 2, None),  # a step of the trace: the continuations branch there
+        (0, 0, None),
+        (99, 0, "not a step of the"),  # past the trace's end: the rules' earliest divergence
+        (-1, 0, "not a step of the"),
+        (None, 0, "names no earliest_divergence_step"),
+    ],
+)
+def test_the_cards_named_branch_step_is_checked_against_the_trace(env, failure, named, expected,
+                                                                   problem):  # fmt: skip
+    # the rules put this naive failure's earliest divergence at step 0 (the query)
+    assert len(failure.steps) > 2
+    body = card_body()
+    if named is not None:
+        body["privileged_audit"]["earliest_divergence_step"] = named
+    with recorded_chat_server([tool_call("submit_failure_card", {"card": body}, 0)]) as (url, _):
+        card = analyst(url).analyze(
+            AnalysisInput(env=env, trajectory=failure, bank=[], round=0, seed=5)
+        )
+    assert card.privileged_audit["branch_step"] == expected
+    assert card.privileged_audit.get("branch_step_problem") is None if problem is None else (
+        problem in card.privileged_audit["branch_step_problem"]
+    )  # fmt: skip
+    assert card.extras["verification"]["branch_step"] == expected
+    assert {t["branch_step"] for t in card.extras["terminal_trials"]} == {expected}

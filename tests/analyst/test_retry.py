@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from services.analyst.live import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY
-from services.analyst.rules_backend import injected
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import RetryMismatch, run_retries, verify_retry
 from shared.agent.backends import make_backend

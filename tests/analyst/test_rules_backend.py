@@ -4,15 +4,23 @@ repair, card rules."""
 import pytest
 
 from services.analyst.cards import finish_card, forced_no_proposal_reason
+from services.analyst.live import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY, WORKFLOW, addressed_mechanisms
-from services.analyst.rules_backend import AnalysisInput, analyze, injected, proposal_chunk
+from services.analyst.rules_backend import AnalysisInput, analyze, proposal_chunk
 from shared.agent.backends.procedural import MECHANISMS, recognised_mechanisms
 from shared.agent.prompts import DEFAULT_LAYOUT, get_layout
 from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
 from shared.hashing import content_hash
 from shared.leak import GoldFacts
 from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
-from tests.analyst.support import entry, failed_traces, library_bank, small_env, succeeds_with
+from tests.analyst.support import (
+    entry,
+    failed_traces,
+    library_bank,
+    paired,
+    small_env,
+    succeeds_with,
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +69,12 @@ def test_naive_failure_gets_a_query_card_verified_by_its_own_repair(env, query_f
     audit = card.privileged_audit
     assert audit["gold_asin"] == task.gold_asin
     assert audit["earliest_divergence"]["step"] == 0
-    assert audit["repair_validation_result"] == "terminal success"
-    (trial,) = card.extras["terminal_trials"]
+    # the slip-0 tester shops naively without the card on every seed, and with it succeeds
+    checked = {"with": 4, "without": 0, "k": 4, "seeds": [1, 2, 3, 4], "verified": True}
+    assert checked.items() <= card.extras["verification"].items()
+    assert checked.items() <= audit["repair_validation_result"].items()
+    trial = card.extras["terminal_trials"][0]
+    assert trial["arm"] == "with" and trial["seed"] == 1
     assert trial["success"] and trial["replay_faithful"] and trial["branch_step"] == 0
     # the verifying trial, as the card records it: the prompt carried the card's own chunk
     template = LIBRARY["explicit_query"].template
@@ -94,16 +106,9 @@ def test_a_card_is_verified_by_its_own_repair_alone_not_a_chain(env, query_fixed
         assert card.outcome == CardOutcome.NO_PROPOSAL and not card.eligible
         assert "reached R_success = 1" in card.forced_no_proposal_reason
         assert card.extras["verifying_trial"] is None
-        assert len(card.extras["terminal_trials"]) == 1  # one trial: the card's own chunk
-
-
-def test_more_trials_stop_at_the_first_success_and_count_only_the_cards_chunk(env, query_fixed):
-    trace = query_fixed[1][0]
-    card = analyze(AnalysisInput(env=env, trajectory=trace, bank=[], round=0, seed=1, trials=3))
-    trials = card.extras["terminal_trials"]
-    assert [t["seed"] for t in trials] == [1, 2, 3][: len(trials)]
-    assert all(t["prompt_carries_card"] for t in trials)
-    assert sum(t["success"] for t in trials) <= 1 and (trials[-1]["success"] or len(trials) == 3)
+        assert card.extras["verification"]["with"] == 0
+        trials = card.extras["terminal_trials"]  # k with the card's own chunk, k without
+        assert [t["arm"] for t in trials] == ["with"] * 4 + ["without"] * 4
 
 
 def test_cards_are_deterministic(env, naive_failures):
@@ -143,6 +148,9 @@ def test_unfollowed_chunk_on_the_same_mechanism_is_rewritten(env, query_fixed):
     (trial, *_) = card.extras["terminal_trials"]
     template = LIBRARY["explicit_query"].template
     assert trial["prompt_hash"] == block_hash([("chunk-7", 2, template)])
+    # and the paired continuation without it had the old text in that slot
+    without = next(t for t in card.extras["terminal_trials"] if t["arm"] == "without")
+    assert without["prompt_hash"] == block_hash([("chunk-7", 1, vague)])
     cold = analyze(
         AnalysisInput(env=env, trajectory=trace, bank=bank, round=0, seed=1, cold_start=True)
     )
@@ -168,26 +176,29 @@ def _deployable(text="Check the price.", target=None):
     )
 
 
-SUCCESS = [{"valid_actions": 3, "success": True}]
+SUCCESS = paired(with_card=[True, False], without_card=[False, False])
 
 
 @pytest.mark.parametrize(
-    ("outcome", "trials", "target", "cold", "reason"),
+    ("outcome", "verification", "target", "cold", "reason"),
     [
-        (CardOutcome.ADD, [{"valid_actions": 0, "success": False}], None, False, "no valid"),
-        (CardOutcome.ADD, [{"valid_actions": 4, "success": False}], None, False, "R_success"),
-        (CardOutcome.ADD, [], None, False, "no counterfactual trial"),
+        (CardOutcome.ADD, paired([False], [False], valid_actions=0), None, False, "no valid"),
+        (CardOutcome.ADD, paired([False, False], [True, False]), None, False, "R_success"),
+        (CardOutcome.ADD, None, None, False, "no counterfactual trial"),
+        # as many successes without the card as with it: the repair did not do it
+        (CardOutcome.ADD, paired([True, True], [True, True]), None, False, "did not beat"),
+        (CardOutcome.ADD, paired([True, False], [False, True]), None, False, "did not beat"),
         (CardOutcome.REWRITE, SUCCESS, 1, True, "cold start"),
         (CardOutcome.REWRITE, SUCCESS, 99, False, "not an active chunk"),
         (CardOutcome.REWRITE, SUCCESS, 1, False, None),
         (CardOutcome.ADD, SUCCESS, None, False, None),
     ],
 )
-def test_forced_no_proposal_rules(outcome, trials, target, cold, reason):
+def test_forced_no_proposal_rules(outcome, verification, target, cold, reason):
     active = library_bank("price_check")  # chunk id 1
     found = forced_no_proposal_reason(
         outcome=outcome,
-        trials=trials,
+        verification=verification,
         target_chunk_id=target,
         active=active,
         cold_start=cold,
@@ -207,7 +218,7 @@ def test_firewall_hit_forces_no_proposal():
         audit={},
         deployable=_deployable("Prefer Sabel when unsure."),
         gold=gold,
-        trials=SUCCESS,
+        verification=SUCCESS,
         active=[],
         cold_start=False,
         extras={},

@@ -73,9 +73,14 @@ def test_smollm2_round_gives_verified_cards_and_clean_candidates(registry_url, t
     assert funnel["all_wrong_groups"] >= 1 and funnel["retries"] == funnel["all_wrong_groups"]
     assert funnel["cards"] + funnel["deficits"] + funnel["runtime_errors"] == funnel["retries"]
     assert len(candidates) <= 6
-    verified = [c for c in cards if c.eligible]
-    assert all(c.extras["successful_counterfactual_trials"] >= 1 for c in verified)
-    assert funnel["verified"] == sum(bool(c.extras.get("verifying_trial")) for c in cards)
+    checks = [c.extras["verification"] for c in cards if c.eligible]
+    assert all(check["with"] >= 1 and check["with"] > check["without"] for check in checks)
+    assert funnel["verified"] == sum(
+        bool((c.extras.get("verification") or {}).get("verified")) for c in cards
+    )
+    assert [row["card_id"] for row in result["verification"]] == [
+        c.id for c in cards if c.extras.get("verification")
+    ]
     for content in contents:
         for text in (content.title, content.applies_when, *content.procedure, content.verify,
                      content.avoid):  # fmt: skip

@@ -118,9 +118,13 @@ def add_review_round(registry: RegistryClient, seeded: Seeded, folder: Path) -> 
             eligible=True, deployable=deployable, evidence_id=group.id,
             privileged_audit={"gold_item_title": GOLD_TITLE, "divergence_step": 4},
             extras={"terminal_trials": [
-                {"repair": ["option-axes"], "reward": 1.0, "success": True,
-                 "termination": "buy", "valid_actions": 7, "steps": 7},
-            ], "successful_counterfactual_trials": 1},
+                {"arm": "with", "seed": 11, "reward": 1.0, "success": True,
+                 "termination": "purchase", "valid_actions": 7, "steps": 7},
+                {"arm": "without", "seed": 11, "reward": 0.0, "success": False,
+                 "termination": "action_limit", "valid_actions": 6, "steps": 7},
+            ], "verification": {"with": 1, "without": 0, "k": 1, "seeds": [11],
+                                "branch_step": 3, "turn_budget": 8, "verified": True,
+                                "agent": "procedural-test-double:live-tester"}},
         )
     )  # fmt: skip
     blocked = registry.create_card(

@@ -198,3 +198,16 @@ def test_findings_name_the_gold_for_operators_and_stay_withheld_from_readers(wor
     for path in ("/review", f"/cards/{world.review.blocked_card}"):
         assert gold in operator.get(path).text, path
         assert gold not in reader.get(path).text, path
+
+
+def test_a_card_page_and_the_review_queue_show_the_paired_verification(world):
+    """Both counts of the paired check (with and without the repair, of k), its seeds and its
+    verdict, as the registry stores them on the card (live_console's eligible card: 1 of 1
+    with, 0 of 1 without, seed 11)."""
+    reader = logged_in(world, "reader")
+    page = reader.get(f"/cards/{world.review.eligible_card}").text
+    shown = re.search(r'<p class="facts" id="verification">(.*?)</p>', page, re.S).group(1)
+    assert "with the repair: <strong>1 of 1</strong>" in shown
+    assert "without it: <strong>0 of 1</strong>" in shown
+    assert "verified: yes" in shown and ">11</span>" in shown
+    assert "1 of 1 with the repair, 0 of 1 without" in reader.get("/review").text

@@ -117,11 +117,25 @@ GATES = [
 ]  # fmt: skip
 
 FUNNEL = {
-    0: {"all_wrong_groups": 7, "failed_retries": 5, "deficits": 2, "cards": 5, "eligible": 3,
-        "candidates": 2},
-    1: {"all_wrong_groups": 4, "failed_retries": 3, "deficits": 1, "cards": 3, "eligible": 1,
-        "candidates": 1},
+    0: {"all_wrong_groups": 7, "failed_retries": 5, "deficits": 2, "cards": 5, "verified": 4,
+        "eligible": 3, "candidates": 2},
+    1: {"all_wrong_groups": 4, "failed_retries": 3, "deficits": 1, "cards": 3, "verified": 1,
+        "eligible": 1, "candidates": 1},
 }  # fmt: skip
+# each round's paired checks (card id, with, without, k): round 0 verifies cards 1-4 of 5
+VERIFICATION = {
+    0: [(1, 3, 0), (2, 2, 1), (3, 1, 0), (4, 4, 2), (5, 1, 1)],
+    1: [(6, 2, 0), (7, 0, 0), (8, 2, 2)],
+}
+
+
+def checks(r: int) -> list[dict]:
+    return [
+        {"card_id": card, "with": w, "without": wo, "k": 4, "seeds": [10, 11, 12, 13],
+         "verified": w >= 1 and w > wo}
+        for card, w, wo in VERIFICATION[r]
+    ]  # fmt: skip
+
 
 TEST = {  # condition -> (success, low, high, strict)
     "base/bare": (0.25, 0.15, 0.35, 0.30),
@@ -195,6 +209,7 @@ def write_run(folder: Path, *, policy: str = "procedural") -> Path:
                 "candidates": FUNNEL[r]["candidates"],
                 "admitted": 1,
                 "funnel": FUNNEL[r],
+                "verification": checks(r),
                 "gate_status": "complete",
             }
             for r in range(ROUNDS)

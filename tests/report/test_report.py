@@ -63,11 +63,23 @@ def test_training_totals_add_up_the_step_lines(run):
 
 def test_funnel_sits_beside_the_reference_figures(run):
     markdown = (run / "report.md").read_text()
-    # columns: all-wrong, failed retries, deficits, cards, eligible, candidates
-    assert md_row(markdown, "this run, round 0")[1:] == ["7", "5", "2", "5", "3", "2"]
-    assert md_row(markdown, "this run, round 1")[1:] == ["4", "3", "1", "3", "1", "1"]
-    assert md_row(markdown, "reference, round 0")[1:] == ["104", "87", "9", "87", "61", "6"]
-    assert md_row(markdown, "reference, round 3")[1:] == ["39", "39", "0", "39", "11", "4"]
+    # columns: all-wrong, failed retries, deficits, cards, verified, eligible, candidates (the
+    # reference publishes no verified count)
+    assert md_row(markdown, "this run, round 0")[1:] == ["7", "5", "2", "5", "4", "3", "2"]
+    assert md_row(markdown, "this run, round 1")[1:] == ["4", "3", "1", "3", "1", "1", "1"]
+    assert md_row(markdown, "reference, round 0")[1:] == ["104", "87", "9", "87", "-", "61", "6"]
+    assert md_row(markdown, "reference, round 3")[1:] == ["39", "39", "0", "39", "-", "11", "4"]
+
+
+def test_paired_verification_counts_per_round(run):
+    markdown = (run / "report.md").read_text()
+    # round 0: 5 checked, 4 verified (3-0, 2-1, 1-0, 4-2; 1-1 is not), 11 with, 4 without
+    assert md_row(markdown, "round 0") == [
+        "round 0", "5", "4", "11", "4", "#1 3 vs 0 of 4, #2 2 vs 1 of 4, #3 1 vs 0 of 4, "
+        "#4 4 vs 2 of 4",
+    ]  # fmt: skip
+    # round 1: 0-0 and 2-2 do not verify
+    assert md_row(markdown, "round 1") == ["round 1", "3", "1", "4", "2", "#6 2 vs 0 of 4"]
 
 
 def test_lineage_gates_and_test_tables(run):
