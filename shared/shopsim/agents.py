@@ -32,10 +32,15 @@ class EpisodeRecord:
         return bool(self.breakdown and self.breakdown.r_success == 1)
 
 
-def run_episode(env: ShopEnv, task_id: str, agent: Agent, seed: int = 0) -> EpisodeRecord:
+def run_episode(
+    env: ShopEnv, task_id: str, agent: Agent, seed: int = 0, max_turns: int | None = None
+) -> EpisodeRecord:
+    """One episode; `max_turns` cuts it as the agent runtime's cap does (unfinished: reward 0)."""
     episode, result = env.reset(task_id, seed)
     actions: list[str] = []
     while not result.done:
+        if max_turns is not None and len(actions) >= max_turns:
+            return EpisodeRecord(task_id, actions, 0.0, None, episode.steps)
         action = agent.act(result)
         actions.append(action)
         result = episode.step(action)
@@ -276,3 +281,35 @@ def evaluate_agent(
         split: {group: summary(records) for group, records in sorted(groups.items())}
         for split, groups in table.items()
     }
+
+
+def turn_cap_table(
+    env: ShopEnv, caps: tuple[int, ...], splits: tuple[str, ...] = ("train", "val", "test")
+) -> dict[str, Any]:
+    """Per split: the oracle's step counts (uncapped) and each agent's success at every cap.
+
+    The oracle reads the gold, so its uncapped step count is the fewest turns a task can take
+    with this action protocol; a cap below it makes the task unwinnable for any policy.
+    """
+    table: dict[str, Any] = {}
+    for split in splits:
+        ids = env.task_ids(split)
+        oracle = [run_episode(env, task_id, oracle_factory(env, task_id)) for task_id in ids]
+        steps = [record.steps for record in oracle if record.success]
+        row: dict[str, Any] = {
+            "tasks": len(ids),
+            "oracle_success_uncapped": sum(r.success for r in oracle) / len(ids),
+            "oracle_steps": {str(n): steps.count(n) for n in sorted(set(steps))},
+            "success_by_cap": {},
+        }
+        for cap in caps:
+            row["success_by_cap"][str(cap)] = {
+                name: sum(
+                    run_episode(env, task_id, factory(env, task_id), max_turns=cap).success
+                    for task_id in ids
+                )
+                / len(ids)
+                for name, factory in AGENTS.items()
+            }
+        table[split] = row
+    return table
