@@ -160,6 +160,12 @@ class HeuristicAgent:
 
     view: TaskView
     max_candidates: int = 4
+    # Outcome-neutral styles (search is case-folded bag-of-words; every axis must be chosen
+    # anyway): the reading hints' teacher acts them out, the compliance probe detects them.
+    query_style: str = "plain"
+    """'plain' (noun, then attributes), 'upper' (the same in capitals) or 'noun_last'."""
+    reverse_options: bool = False
+    """Choose the axes still to choose from the last listed to the first."""
     needs: Needs = field(init=False)
     tried: list[str] = field(default_factory=list)
     best_partial: str | None = None
@@ -169,8 +175,11 @@ class HeuristicAgent:
         self._results: list[tuple[str, str, str]] = []
 
     def _query(self) -> str:
-        words = [self.needs.noun or self.view.instruction, *self.needs.attributes]
-        return " ".join(words)
+        noun = self.needs.noun or self.view.instruction
+        if self.query_style == "noun_last":
+            return " ".join([*self.needs.attributes, noun])
+        query = " ".join([noun, *self.needs.attributes])
+        return query.upper() if self.query_style == "upper" else query
 
     def _coverage(self, text: str) -> int:
         folded = text.casefold()
@@ -217,7 +226,7 @@ class HeuristicAgent:
             by_axis.setdefault(axis, []).append(value)
         missing_line = re.search(r"^Still to choose: (.*)$", page, re.MULTILINE)
         missing = [a.strip() for a in missing_line.group(1).split(",")] if missing_line else []
-        for axis in missing:
+        for axis in reversed(missing) if self.reverse_options else missing:
             values = by_axis.get(axis, [])
             wanted = [v for v in values if v.casefold() in needs.options]
             if wanted or values:
