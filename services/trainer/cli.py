@@ -7,6 +7,7 @@
     intraskill train loss-check tests/fixtures/trainer/grpo-loss-cases/cases.json --json
     intraskill train config --config configs/cpu.toml     # the resolved config with help text
     intraskill train warm-start ...                        # SFT warm start (warm_start.py)
+    intraskill train compliance-probe --model DIR          # does the policy read its skill block?
 
 Service tokens come from the environment: TRAINER_REGISTRY_TOKEN, TRAINER_EVALUATOR_TOKEN and
 TRAINER_ANALYST_TOKEN (each a token with the trainer role that service admits; required for a
@@ -172,6 +173,18 @@ def warm_start(context: typer.Context) -> None:
         print(f"intraskill train warm-start: not built yet ({error})", file=sys.stderr)
         raise typer.Exit(2) from None
     raise typer.Exit(int(warm_start_main(list(context.args)) or 0))
+
+
+@app.command(
+    "compliance-probe",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def compliance_probe(context: typer.Context) -> None:
+    """Does the policy read its skill block? Hints followed with vs without (compliance_probe.py)."""
+    from services.trainer.compliance_probe import main as probe_main
+
+    raise typer.Exit(int(probe_main(list(context.args)) or 0))
 
 
 def main(argv: list[str]) -> int:

@@ -121,9 +121,20 @@ class WarmStartConfig:
     eval_tasks: int = _help(
         "validation tasks for the before/after valid-action and success rates", 24
     )
+    reading_hints: float = _help(
+        "share of demonstrations that show one outcome-neutral reading hint in the skill block"
+        " and act it out (services/trainer/reading_hints.py); 0 is the plain warm start, the"
+        " control any hint-reading warm start runs beside",
+        0.0,
+    )
 
     def __post_init__(self) -> None:
         _positive(self, "episodes", "epochs", "lr", "batch_size", "max_length", "eval_tasks")
+        if not 0.0 <= self.reading_hints < 1.0:
+            raise ConfigError(
+                f"warm_start.reading_hints must be in [0, 1) (a share of demonstrations; some"
+                f" must stay without a hint), got {self.reading_hints}"
+            )
 
 
 @dataclass(frozen=True)

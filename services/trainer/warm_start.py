@@ -75,6 +75,8 @@ class WarmStartPlan:
     cache_dir: str
     dtype: str = "float32"
     device: str = "cpu"
+    reading_hints: float = 0.0
+    """Share of teacher episodes with one reading hint in the skill block, acted out (0: none)."""
 
     @classmethod
     def from_trainer_config(cls, config: Any, **overrides: Any) -> WarmStartPlan:
@@ -99,6 +101,7 @@ class WarmStartPlan:
             "cache_dir": section.cache_dir,
             "dtype": config.dtype,
             "device": config.device,
+            "reading_hints": section.reading_hints,
         }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)
@@ -108,6 +111,8 @@ class WarmStartPlan:
         settings = asdict(self)
         for key in ("cache_dir", "eval_tasks", "device"):
             settings.pop(key)
+        if not self.reading_hints:  # a plain warm start keeps the fingerprint it always had
+            settings.pop("reading_hints")
         settings["decoding"] = self.decoding.to_dict()
         return settings
 
@@ -138,10 +143,15 @@ class HeuristicTeacherBackend:
     checkpoint_id = TEACHER_ID
 
     def __init__(
-        self, env: ShopEnv, renderer: ChatRenderer, episodes: Mapping[str, tuple[str, int]]
+        self,
+        env: ShopEnv,
+        renderer: ChatRenderer,
+        episodes: Mapping[str, tuple[str, int]],
+        styles: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.env, self.renderer = env, renderer
         self.episodes = dict(episodes)  # episode id -> (task id, seed)
+        self.styles = dict(styles or {})  # episode id -> HeuristicAgent style (a reading hint)
         self.end_of_turn = _end_of_turn_token(renderer)
         self._live: dict[str, _Mirror] = {}
 
@@ -155,9 +165,8 @@ class HeuristicTeacherBackend:
         if mirror is None:
             task_id, seed = self.episodes[request.key]
             episode, first = self.env.reset(task_id, seed=seed)
-            mirror = self._live[request.key] = _Mirror(
-                HeuristicAgent(self.env.task_view(task_id)), episode, first
-            )
+            agent = HeuristicAgent(self.env.task_view(task_id), **self.styles.get(request.key, {}))
+            mirror = self._live[request.key] = _Mirror(agent, episode, first)
         if request.prompt_ids is None:
             return TurnFailure("the teacher needs the runtime's exact prompt ids")
         action = mirror.agent.act(mirror.result)
@@ -197,12 +206,13 @@ def teacher_trajectories(
     *,
     on_trajectory: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
-    """The heuristic agent on the train split, in task order, rendered in the policy's layout."""
+    """The heuristic agent on the train split, in task order, rendered in the policy's layout;
+    with `plan.reading_hints`, that share of episodes shows one reading hint and acts it out."""
     from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
 
-    specs = [EpisodeSpec(task_id, plan.seed) for task_id in env.task_ids("train")]
+    specs, styles = hinted_specs(env.task_ids("train"), plan.seed, plan.reading_hints)
     backend = HeuristicTeacherBackend(
-        env, renderer, {spec.resolved_id(): (spec.task_id, spec.seed) for spec in specs}
+        env, renderer, {spec.resolved_id(): (spec.task_id, spec.seed) for spec in specs}, styles
     )
     config = RolloutConfig(
         prompt_version=plan.prompt_version,
@@ -213,6 +223,63 @@ def teacher_trajectories(
     return RolloutEngine(env, backend, config).run(specs, on_trajectory)  # type: ignore[arg-type]
 
 
+def hinted_specs(
+    task_ids: Sequence[str], seed: int, share: float
+) -> tuple[list[Any], dict[str, Mapping[str, Any]]]:
+    """One teacher episode per task; a seeded `share` of them carries one reading hint (drawn
+    uniformly) in the skill block, with the style the teacher must act out under its id."""
+    import random
+
+    from services.trainer.reading_hints import HINTS
+    from shared.agent.runner import EpisodeSpec
+
+    draw = random.Random(f"{seed}:reading-hints")
+    hints = list(HINTS.values())
+    specs, styles = [], {}
+    for task_id in task_ids:
+        hinted = share > 0 and draw.random() < share
+        hint = draw.choice(hints) if hinted else None
+        spec = EpisodeSpec(task_id, seed, chunks=(hint.chunk(),) if hint else ())
+        if hint:
+            styles[spec.resolved_id()] = hint.teacher_style
+        specs.append(spec)
+    return specs, styles
+
+
+def demonstrations(trajectories: Sequence[Trajectory], episodes: int) -> list[Trajectory]:
+    """The first `episodes` successful trajectories: the ones SFT trains on."""
+    return [
+        trajectory
+        for trajectory in trajectories
+        if trajectory.scored and trajectory.components.get("r_success") == 1.0
+    ][:episodes]
+
+
+def demonstration_shapes(demos: Sequence[Trajectory]) -> dict[str, Any]:
+    """What the demonstrations cover: turns per episode, two-axis purchases, hints shown."""
+    turns = [len(demo.steps) for demo in demos]
+    two_axis = sum(
+        len({step.action.split("=", 1)[0] for step in demo.steps if step.action and "=" in step.action})
+        >= 2
+        for demo in demos
+    )
+    return {
+        "episodes": len(demos),
+        "turns": {str(n): turns.count(n) for n in sorted(set(turns))},
+        "two_axis_purchases": two_axis,
+        "skill_block": hint_counts(demos),
+    }
+
+
+def hint_counts(trajectories: Sequence[Trajectory]) -> dict[str, int]:
+    """How many trajectories carried each injected chunk (reading hints) or none."""
+    counts: dict[str, int] = {}
+    for trajectory in trajectories:
+        for name in trajectory.provenance.injected or ["none"]:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def sft_examples(trajectories: Sequence[Trajectory], episodes: int) -> list[dict[str, list[int]]]:
     """One pre-tokenized example per segment of the first `episodes` successful trajectories.
 
@@ -220,11 +287,7 @@ def sft_examples(trajectories: Sequence[Trajectory], episodes: int) -> list[dict
     and its end-of-turn token), so the SFT loss falls on what the policy writes and never on the
     prompt, the persona or the pages it reads.
     """
-    successful = [
-        trajectory
-        for trajectory in trajectories
-        if trajectory.scored and trajectory.components.get("r_success") == 1.0
-    ][:episodes]
+    successful = demonstrations(trajectories, episodes)
     if len(successful) < episodes:
         raise ValueError(
             f"the heuristic agent succeeded on {len(successful)} train tasks; "
@@ -471,7 +534,9 @@ def warm_start(
             "model_id": base["model_id"],
             "checkpoint_id": f"warm-start-{key[:16]}",
             "source": f"SFT warm start of {base['checkpoint_id']} on {len(examples)} "
-            f"heuristic-agent trajectories (services/trainer/warm_start.py)",
+            f"heuristic-agent trajectories"
+            + (f", {plan.reading_hints:.0%} with a reading hint" if plan.reading_hints else "")
+            + " (services/trainer/warm_start.py)",
         }
         (build_dir / IDENTITY_FILE).write_text(json.dumps(identity, indent=2) + "\n")
         after = progress.add_task("warm start on val", total=plan.eval_tasks)
@@ -491,6 +556,7 @@ def warm_start(
             "train_tasks": len(trajectories),
             "success_rate": teacher_rates["success_rate"],
             "episodes_used": plan.episodes,
+            "demonstrations": demonstration_shapes(demonstrations(trajectories, plan.episodes)),
         },
         "training": training,
         "val_before": rates_before,
@@ -535,6 +601,9 @@ def command(
     episodes: Annotated[int | None, typer.Option(help="override warm_start.episodes")] = None,
     epochs: Annotated[float | None, typer.Option(help="override warm_start.epochs")] = None,
     eval_tasks: Annotated[int | None, typer.Option(help="validation tasks before/after")] = None,
+    reading_hints: Annotated[
+        float | None, typer.Option(help="override warm_start.reading_hints (0: plain)")
+    ] = None,
     cache_dir: Annotated[Path | None, typer.Option(help="override warm_start.cache_dir")] = None,
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
     model_cache: Annotated[Path | None, typer.Option(envvar="INTRASKILL_MODEL_CACHE")] = None,
@@ -551,6 +620,7 @@ def command(
             episodes=episodes,
             epochs=epochs,
             eval_tasks=eval_tasks,
+            reading_hints=reading_hints,
             cache_dir=str(cache_dir) if cache_dir else None,
         )
     except (ConfigError, OSError, TypeError) as error:

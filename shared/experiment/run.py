@@ -111,6 +111,8 @@ class Experiment(Demo):
         try:
             for name, phase in phases:
                 self._timed(name, phase)
+                if self.state.done("cold start"):
+                    self.write_evidence()  # what is measured so far, after every phase
             return self.write_comparison()
         finally:
             self.stop()
@@ -206,7 +208,11 @@ class Experiment(Demo):
     def test_all(self) -> None:
         finals = self.finals()
         reference = self.specs[0]
-        conditions = [{"name": "base/bare", "checkpoint_id": self.state.get("base_checkpoint")}]
+        base = self.state.get("base_checkpoint")
+        conditions = [
+            {"name": "base/bare", "checkpoint_id": base},
+            {"name": "base/s0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
+        ]
         tested_as = same_weights_checkpoints(finals)
         for spec in self.specs:
             final = finals[spec.name]
@@ -218,7 +224,7 @@ class Experiment(Demo):
                     "bank_id": final["bank_id"],
                 },
             ]
-        aa = aa_condition(conditions[2])  # the reference run's first seed with its bank
+        aa = aa_condition(conditions[3])  # the reference run's first seed with its bank
         body = {
             "conditions": [*conditions, aa],
             "split": "test",
@@ -231,7 +237,7 @@ class Experiment(Demo):
         )
         if confirm:
             body = {
-                "conditions": conditions[1:],
+                "conditions": conditions[2:],
                 "split": "val",
                 "task_ids": confirm,
                 "comparisons": [[s.bank, s.bare] for s in self.specs],
@@ -261,6 +267,37 @@ class Experiment(Demo):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(done["result"], indent=1))
         self.state.finish(name)
+
+    # ------------------------------------------------------------------ evidence
+
+    def write_evidence(self) -> dict[str, Any]:
+        """`evidence.json`: cards, Gate A, S_0, the test and its power, as far as measured."""
+        from shared.experiment.evidence import build_evidence, gate_a_evidence
+        from shared.registry_api.client import NotFound
+        from shared.registry_api.schemas import GateKind
+
+        registry = self._registry("reader")
+        gates = registry.list_gate_runs(kind=GateKind.gate_a)
+        gate_a = None
+        if gates:
+            gate = max(gates, key=lambda g: g.id)
+            try:
+                decision = registry.get_gate_decision(gate.id)
+            except NotFound:
+                decision = None  # the gate never reached a decision
+            gate_a = gate_a_evidence(gate, decision)
+        s0 = self.state.get("s0_bank_id")
+        test_path = self.run_dir / TEST_FILE
+        evidence = build_evidence(
+            cards=registry.list_cards(),
+            gate_a=gate_a,
+            s0_size=len(registry.get_bank(s0).entries) if s0 else None,
+            evaluation=json.loads(test_path.read_text()) if test_path.exists() else None,
+            arm=self.specs[0].arm.slug,
+            phases_done=[p for p in ("warm start", "cold start", "train", "test") if self.state.done(p)],
+        )
+        (self.run_dir / "evidence.json").write_text(json.dumps(evidence, indent=1) + "\n")
+        return evidence
 
     # ------------------------------------------------------------------ comparison
 

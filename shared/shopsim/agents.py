@@ -32,10 +32,15 @@ class EpisodeRecord:
         return bool(self.breakdown and self.breakdown.r_success == 1)
 
 
-def run_episode(env: ShopEnv, task_id: str, agent: Agent, seed: int = 0) -> EpisodeRecord:
+def run_episode(
+    env: ShopEnv, task_id: str, agent: Agent, seed: int = 0, max_turns: int | None = None
+) -> EpisodeRecord:
+    """One episode; `max_turns` cuts it as the agent runtime's cap does (unfinished: reward 0)."""
     episode, result = env.reset(task_id, seed)
     actions: list[str] = []
     while not result.done:
+        if max_turns is not None and len(actions) >= max_turns:
+            return EpisodeRecord(task_id, actions, 0.0, None, episode.steps)
         action = agent.act(result)
         actions.append(action)
         result = episode.step(action)
@@ -155,6 +160,12 @@ class HeuristicAgent:
 
     view: TaskView
     max_candidates: int = 4
+    # Outcome-neutral styles (search is case-folded bag-of-words; every axis must be chosen
+    # anyway): the reading hints' teacher acts them out, the compliance probe detects them.
+    query_style: str = "plain"
+    """'plain' (noun, then attributes), 'upper' (the same in capitals) or 'noun_last'."""
+    reverse_options: bool = False
+    """Choose the axes still to choose from the last listed to the first."""
     needs: Needs = field(init=False)
     tried: list[str] = field(default_factory=list)
     best_partial: str | None = None
@@ -164,8 +175,11 @@ class HeuristicAgent:
         self._results: list[tuple[str, str, str]] = []
 
     def _query(self) -> str:
-        words = [self.needs.noun or self.view.instruction, *self.needs.attributes]
-        return " ".join(words)
+        noun = self.needs.noun or self.view.instruction
+        if self.query_style == "noun_last":
+            return " ".join([*self.needs.attributes, noun])
+        query = " ".join([noun, *self.needs.attributes])
+        return query.upper() if self.query_style == "upper" else query
 
     def _coverage(self, text: str) -> int:
         folded = text.casefold()
@@ -212,7 +226,7 @@ class HeuristicAgent:
             by_axis.setdefault(axis, []).append(value)
         missing_line = re.search(r"^Still to choose: (.*)$", page, re.MULTILINE)
         missing = [a.strip() for a in missing_line.group(1).split(",")] if missing_line else []
-        for axis in missing:
+        for axis in reversed(missing) if self.reverse_options else missing:
             values = by_axis.get(axis, [])
             wanted = [v for v in values if v.casefold() in needs.options]
             if wanted or values:
@@ -276,3 +290,35 @@ def evaluate_agent(
         split: {group: summary(records) for group, records in sorted(groups.items())}
         for split, groups in table.items()
     }
+
+
+def turn_cap_table(
+    env: ShopEnv, caps: tuple[int, ...], splits: tuple[str, ...] = ("train", "val", "test")
+) -> dict[str, Any]:
+    """Per split: the oracle's step counts (uncapped) and each agent's success at every cap.
+
+    The oracle reads the gold, so its uncapped step count is the fewest turns a task can take
+    with this action protocol; a cap below it makes the task unwinnable for any policy.
+    """
+    table: dict[str, Any] = {}
+    for split in splits:
+        ids = env.task_ids(split)
+        oracle = [run_episode(env, task_id, oracle_factory(env, task_id)) for task_id in ids]
+        steps = [record.steps for record in oracle if record.success]
+        row: dict[str, Any] = {
+            "tasks": len(ids),
+            "oracle_success_uncapped": sum(r.success for r in oracle) / len(ids),
+            "oracle_steps": {str(n): steps.count(n) for n in sorted(set(steps))},
+            "success_by_cap": {},
+        }
+        for cap in caps:
+            row["success_by_cap"][str(cap)] = {
+                name: sum(
+                    run_episode(env, task_id, factory(env, task_id), max_turns=cap).success
+                    for task_id in ids
+                )
+                / len(ids)
+                for name, factory in AGENTS.items()
+            }
+        table[split] = row
+    return table

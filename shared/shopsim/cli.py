@@ -165,6 +165,33 @@ def agents(
         out.write_text(json.dumps(report, indent=2))
 
 
+@app.command("turn-caps")
+def turn_caps(
+    preset: Annotated[str, typer.Option(help="paper, cpu or test")] = "cpu",
+    path: Annotated[Path | None, typer.Option()] = None,
+    caps: Annotated[str, typer.Option(help="comma-separated turn caps")] = "3,4,5,6,7,8,10,30",
+    out: Annotated[Path | None, typer.Option(help="write the table as JSON")] = None,
+) -> None:
+    """The oracle's step counts and both agents' success per turn cap (sizes a preset's cap)."""
+    from shared.shopsim.agents import turn_cap_table
+
+    try:
+        cap_list = tuple(int(value) for value in caps.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"--caps must be integers separated by commas, got {caps!r}")
+    if any(cap < 1 for cap in cap_list):
+        raise typer.BadParameter("every turn cap must be >= 1")
+    env = _env(preset, path)
+    table = turn_cap_table(env, cap_list)
+    for split, row in table.items():
+        print(f"{split}: {row['tasks']} tasks; oracle steps (uncapped): {row['oracle_steps']}")
+        for cap, rates in row["success_by_cap"].items():
+            cells = "  ".join(f"{name} {rate:.1%}" for name, rate in rates.items())
+            print(f"  cap {cap:>2}: {cells}")
+    if out:
+        out.write_text(json.dumps({"version": env.version, "splits": table}, indent=2) + "\n")
+
+
 def main(argv: list[str]) -> int:
     try:
         code = app(args=argv, prog_name="intraskill env", standalone_mode=False)

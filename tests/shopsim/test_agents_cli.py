@@ -105,3 +105,39 @@ def test_cli_play_and_info(capsys: pytest.CaptureFixture[str], env: ShopEnv) -> 
     assert '"r_success": 1' in out
     assert intraskill(["env", "info", "--preset", "test"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == env.version
+
+
+def test_a_turn_cap_cuts_the_episode_and_scores_it_zero(env: ShopEnv) -> None:
+    """The runtime's rule: an episode cut at the cap before `buy now` is unfinished, reward 0."""
+    task_id = next(
+        task_id
+        for task_id in env.task_ids("val")
+        if run_episode(env, task_id, OracleAgent(env.task(task_id))).steps == 5
+    )
+    cut = run_episode(env, task_id, OracleAgent(env.task(task_id)), max_turns=4)
+    assert (len(cut.actions), cut.reward, cut.success) == (4, 0.0, False)
+    fits = run_episode(env, task_id, OracleAgent(env.task(task_id)), max_turns=5)
+    assert fits.success and len(fits.actions) == 5
+
+
+def test_turn_cap_table_counts_the_oracles_fewest_turns(env: ShopEnv) -> None:
+    from shared.shopsim.agents import turn_cap_table
+
+    table = turn_cap_table(env, (1, 30), splits=("val",))["val"]
+    tasks = len(env.task_ids("val"))
+    assert sum(table["oracle_steps"].values()) == tasks  # the oracle solves every task uncapped
+    # No protocol buys in one turn (a search must come first); uncapped, the oracle always wins.
+    assert table["success_by_cap"]["1"] == {"oracle": 0.0, "heuristic": 0.0}
+    assert table["success_by_cap"]["30"]["oracle"] == 1.0
+    fewest = min(int(n) for n in table["oracle_steps"])
+    below = turn_cap_table(env, (fewest - 1,), splits=("val",))["val"]["success_by_cap"]
+    assert below[str(fewest - 1)]["oracle"] == 0.0
+
+
+def test_turn_caps_command_prints_every_cap(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    out = tmp_path / "caps.json"
+    assert intraskill(["env", "turn-caps", "--preset", "test", "--caps", "4,6", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cap  4:" in printed and "cap  6:" in printed
+    assert set(json.loads(out.read_text())["splits"]) == {"train", "val", "test"}
+    assert intraskill(["env", "turn-caps", "--preset", "test", "--caps", "0"]) == 2

@@ -1,0 +1,129 @@
+"""evidence.json: the figures come from the run's records by the rules written in the issue
+(verified = the paired check's verdict stored on the card; Gate A rows on the strict reward with
+their HC3 interval; Wilson intervals for single rates; the MDE at 5 % / 80 % from the observed
+paired variance; a null result called a result only when the design could see 10 pp)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from shared.experiment.evidence import (
+    EFFECT_OF_INTEREST_PP,
+    build_evidence,
+    card_evidence,
+    gate_a_evidence,
+    paired_mde_pp,
+    wilson,
+)
+
+
+def card(card_id: int, verification: dict | None) -> SimpleNamespace:
+    return SimpleNamespace(id=card_id, extras={"verification": verification} if verification else {})
+
+
+def check(with_: int, without: int, verified: bool) -> dict:
+    return {"with": with_, "without": without, "k": 4, "seeds": [1, 2, 3, 4], "verified": verified}
+
+
+def test_only_cards_the_paired_check_verified_count() -> None:
+    cards = [card(1, check(3, 1, True)), card(2, check(2, 2, False)), card(3, None)]
+    result = card_evidence(cards)
+    assert result["total"] == 3 and result["checked"] == 2 and result["verified"] == 1
+    assert result["verified_cards"] == [{"id": 1, "with": 3, "without": 1, "k": 4}]
+
+
+def test_gate_a_rows_read_the_strict_reward_and_the_selection() -> None:
+    rows = [
+        SimpleNamespace(slug="query", version=1, coefficients={"r_strict": 0.04, "r_success": 0.1},
+                        ci_low={"r_strict": -0.02}, ci_high={"r_strict": 0.1}, status="selected"),
+        SimpleNamespace(slug="price", version=2, coefficients={"r_strict": -0.01},
+                        ci_low={"r_strict": -0.05}, ci_high={"r_strict": 0.03}, status="non_positive"),
+    ]  # fmt: skip
+    gate = SimpleNamespace(n_tasks=100, status="complete")
+    result = gate_a_evidence(gate, SimpleNamespace(rows=rows, provisional=False))
+    assert result["n_tasks"] == 100
+    assert result["rows"] == [
+        {"chunk": "query@1", "coefficient": 0.04, "ci_low": -0.02, "ci_high": 0.1, "admitted": True},
+        {"chunk": "price@2", "coefficient": -0.01, "ci_low": -0.05, "ci_high": 0.03, "admitted": False},
+    ]
+    assert gate_a_evidence(gate, None)["rows"] == []
+
+
+def test_wilson_interval_is_not_zero_width_at_zero_successes() -> None:
+    low, high = wilson(0, 20)
+    # Wilson's upper bound at 0 successes is z^2 / (n + z^2).
+    z2 = 1.959964**2
+    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(z2 / (20 + z2), rel=1e-4)
+
+
+def test_mde_from_the_paired_variance() -> None:
+    differences = np.array([1.0] * 50 + [0.0] * 50)
+    sd = np.std(differences, ddof=1)
+    expected = 100 * (1.959964 + 0.841621) * sd / np.sqrt(100)
+    assert paired_mde_pp(differences) == pytest.approx(expected, rel=1e-4)
+    assert paired_mde_pp(np.array([1.0])) is None
+
+
+def evaluation(columns: dict[str, list[float]]) -> dict:
+    n = len(next(iter(columns.values())))
+    return {
+        "n_tasks": n,
+        "per_task": {"columns": {name: {"r_success": values} for name, values in columns.items()}},
+        "comparisons": [
+            {"a": "aa", "b": "intraskill/s0/bank", "kind": "A/A",
+             "differences": {"r_success": {"estimate": -0.01, "low": -0.05, "high": 0.03}}}
+        ],
+    }  # fmt: skip
+
+
+def test_a_narrow_null_is_a_result_and_a_wide_one_cannot_tell() -> None:
+    n = 400
+    same = [1.0, 0.0] * (n // 2)
+    narrow = build_evidence(
+        cards=[], gate_a=None, s0_size=0, arm="intraskill", phases_done=["test"],
+        evaluation=evaluation({"base/bare": same, "base/s0": same,
+                               "intraskill/s0/bare": same, "intraskill/s0/bank": same}),
+    )  # fmt: skip
+    assert [row["condition"] for row in narrow["test"]["rows"]] == [
+        "base/bare", "base/S_0", "trained/bare", "trained/S_T"
+    ]
+    assert narrow["aa"] == {"estimate": -0.01, "ci_low": -0.05, "ci_high": 0.03,
+                            "conditions": ["aa", "intraskill/s0/bank"]}  # fmt: skip
+    main = narrow["contrasts"]["trained/S_T - base/bare"]
+    assert main["all_differences_zero"] and main["estimate_pp"] == 0.0
+    assert f"no effect of {EFFECT_OF_INTEREST_PP:.0f} pp" in narrow["verdict"]
+
+    rng = np.random.default_rng(0)
+    noisy = lambda: rng.integers(0, 2, 20).astype(float).tolist()  # noqa: E731
+    wide = build_evidence(
+        cards=[], gate_a=None, s0_size=0, arm="intraskill", phases_done=["test"],
+        evaluation=evaluation({"base/bare": noisy(), "base/s0": noisy(),
+                               "intraskill/s0/bare": noisy(), "intraskill/s0/bank": noisy()}),
+    )  # fmt: skip
+    assert wide["mde_pp"] > EFFECT_OF_INTEREST_PP
+    assert "cannot tell" in wide["verdict"] and "could NOT have seen" in wide["verdict"]
+
+
+def test_a_real_difference_reads_as_one() -> None:
+    n = 200
+    base = [0.0] * n
+    better = [1.0] * (n // 2) + [0.0] * (n // 2)
+    result = build_evidence(
+        cards=[], gate_a=None, s0_size=1, arm="intraskill", phases_done=["test"],
+        evaluation=evaluation({"base/bare": base, "base/s0": base,
+                               "intraskill/s0/bare": base, "intraskill/s0/bank": better}),
+    )  # fmt: skip
+    assert result["contrasts"]["trained/S_T - trained/bare"]["estimate_pp"] == pytest.approx(50.0)
+    assert "trained/S_T - trained/bare (the final bank's text at the trained checkpoint): helps" in result["verdict"]
+
+
+def test_before_the_test_the_verdict_makes_no_claim_about_success() -> None:
+    result = build_evidence(
+        cards=[card(1, check(2, 0, True))], gate_a=None, s0_size=None, evaluation=None,
+        arm="intraskill", phases_done=["warm start", "cold start"],
+    )  # fmt: skip
+    assert result["test"] is None and result["mde_pp"] is None
+    assert "1 of 1 cards verified" in result["verdict"] and "has not run yet" in result["verdict"]
