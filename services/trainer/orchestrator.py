@@ -56,7 +56,7 @@ from services.trainer.run_context import (
     unavailable,
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
-from services.trainer.step import TaskStream
+from services.trainer.step import TaskOrder
 from services.trainer.validation import confirmation_task_ids, val_task_ids
 from shared.registry_api.client import RegistryClient, RegistryError, Unavailable
 
@@ -115,7 +115,7 @@ class Run:
             )
         self.metrics.rewind(state["metrics_lines"])
         policy, source = load_policy(context, state)
-        tasks = TaskStream(source.train_task_ids(), config.seed, state["task_cursor"])
+        tasks = TaskOrder(tuple(source.train_task_ids()), config.seed)
         while state["round"] < config.rounds:
             if state["phase"] == "train":
                 train_round(context, state, policy, source, tasks, self.metrics)
@@ -144,7 +144,6 @@ class Run:
             "round": 0,
             "phase": "train",
             "step": 0,
-            "task_cursor": 0,
             "next_group_index": 0,
             "metrics_lines": 0,
             "bank_id": self.initial_bank_id(),

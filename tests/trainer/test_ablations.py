@@ -54,9 +54,9 @@ def test_impossible_ablations_fail_before_anything_loads():
 def test_the_no_mask_curriculum_always_shows_the_whole_bank():
     chunks = tuple(CurriculumChunk(i, f"c{i}", 1, f"h{i}", 0.2) for i in range(4))
     state = CurriculumState(bank_id=1, bank_hash="h", q=0.2, seed=7, chunks=chunks)
-    masked = [sample_treatment(state, g) for g in range(300)]
+    masked = [sample_treatment(state, 1, g) for g in range(300)]
     assert any(t.mode == "skill_free" for t in masked)  # the method omits, so the switch matters
-    full = [sample_treatment(unmasked(state), g) for g in range(300)]
+    full = [sample_treatment(unmasked(state), 1, g) for g in range(300)]
     assert {t.mode for t in full} == {"assisted"}
     assert {t.inclusion for t in full} == {(1, 1, 1, 1)}
 
