@@ -57,7 +57,11 @@ from services.trainer.run_context import (
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
 from services.trainer.step import TaskOrder
-from services.trainer.validation import confirmation_task_ids, val_task_ids
+from services.trainer.validation import (
+    confirmation_task_ids,
+    val_task_ids,
+    validation_slices,
+)
 from shared.registry_api.client import RegistryClient, RegistryError, Unavailable
 
 __all__ = ["Run", "RunError", "ServiceUrls", "train"]
@@ -130,9 +134,14 @@ class Run:
     def record_validation(self) -> None:
         """The validation design in run.json: policy, pool and the held-out confirmation tasks."""
         config, record = self.context.config, self.context.record
+        slices = validation_slices(config)
         record.data["validation"] = {
             "val_policy": config.gate.val_policy,
             "pool": config.validation_pool,
+            # [start, stop) of the validation split: Gate A, the rotated gates, confirmation
+            "slices": {
+                name: [span.start, span.stop] for name, span in vars(slices).items()
+            },
             "confirmation_task_ids": confirmation_task_ids(config, val_task_ids(config))
             if config.gate.confirm_tasks
             else [],
