@@ -139,9 +139,7 @@ class Run:
             "val_policy": config.gate.val_policy,
             "pool": config.validation_pool,
             # [start, stop) of the validation split: Gate A, the rotated gates, confirmation
-            "slices": {
-                name: [span.start, span.stop] for name, span in vars(slices).items()
-            },
+            "slices": {name: [span.start, span.stop] for name, span in vars(slices).items()},
             "confirmation_task_ids": confirmation_task_ids(config, val_task_ids(config))
             if config.gate.confirm_tasks
             else [],
