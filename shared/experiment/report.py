@@ -41,6 +41,10 @@ def _rate(d: Mapping[str, float]) -> str:
     return f"{100 * d['estimate']:.1f} % [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
 
 
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _reward(d: Mapping[str, float]) -> str:
     return f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
@@ -126,7 +130,7 @@ def markdown(c: Mapping[str, Any]) -> str:
                 row["policy"],
                 _pp(success) + ("*" if success.get("note") else ""),
                 _pp(strict),
-                f"{adjusted['r_success']['p']:.3f}" if adjusted else "-",
+                _p(adjusted["r_success"]["p"]) if adjusted else "-",
                 ("yes" if adjusted["r_success"]["reject"] else "no") if adjusted else "-",
                 f"{100 * row['mde']['r_success']:.1f} pp" if row.get("mde") else "-",
                 row["verdict"]["r_success"] if row.get("verdict") else _kind_words(row),
@@ -244,6 +248,7 @@ def learning_curves(c: Mapping[str, Any], path: Path) -> None:
         )
         ax.fill_between(steps, np.nanmin(values, axis=0), np.nanmax(values, axis=0), alpha=0.2)
     ax.set_xlabel("rollout step")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("training rollout success")
     ax.set_title("Learning curves (band: min..max over seeds)")
     _save(plt, fig, ax, path, fontsize=8)
@@ -256,7 +261,7 @@ def test_success(c: Mapping[str, Any], path: Path) -> None:
     names = list(c["arms"])
     rows = c["comparisons"]
     fig, (ax, diff) = plt.subplots(
-        1, 2, figsize=(max(11, 1.4 * len(names) + 7), 4.5), gridspec_kw={"width_ratios": [1, 1.3]}
+        1, 2, figsize=(max(13, 1.4 * len(names) + 9), 5), gridspec_kw={"width_ratios": [1, 1.2]}
     )
     for offset, which in ((-0.2, "bank"), (0.2, "bare")):
         stats = [c["arms"][n]["test"][which]["r_success"] for n in names]
@@ -267,13 +272,21 @@ def test_success(c: Mapping[str, Any], path: Path) -> None:
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_ylabel(f"test success ({c['n_tasks']} tasks)")
-    title = "Test success, 95% Wilson intervals"
+    title = "Test success, 95% Wilson"
     ax.set_title(title + (" (TEST DOUBLE policy)" if c["policy_is_test_double"] else ""))
     ax.legend(fontsize=8)
     differences(diff, rows)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _short_label(row: Mapping[str, Any]) -> str:
+    if row["kind"] == "A/A":
+        return f"A/A: {row['b']} [{row['policy']}]"
+    if row["kind"] == "identical":
+        return f"{row['a']} - {row['b']} [{row['policy']}] (identical {row.get('identical', '')})"
+    return f"{row['a']} - {row['b']} [{row['policy']}]"
 
 
 def differences(ax, rows) -> None:
@@ -294,7 +307,7 @@ def differences(ax, rows) -> None:
             mfc="none" if row["kind"] == "identical" else color,
         )  # fmt: skip
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{comparison_label(r)} [{r['policy']}]" for r in rows], fontsize=7)
+    ax.set_yticklabels([_short_label(r) for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("paired difference in test success (pp, 95% bootstrap)")
     ax.set_title("Differences a - b against the A/A band")

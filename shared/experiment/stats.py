@@ -69,10 +69,11 @@ def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[dict[str, floa
 
 def verdict(difference: dict[str, float], adjusted: dict[str, float | bool], effect: float) -> str:
     """The contrast in words, against the effect of interest."""
+    size = f"{100 * effect:.1f} pp"
     if adjusted["reject"]:
         return "differs (survives Holm)"
     if difference["high"] - difference["low"] > effect:
-        return f"cannot tell: the interval is wider than the effect of interest ({effect:g})"
+        return f"cannot tell: the interval is wider than the effect of interest ({size})"
     if -effect < difference["low"] and difference["high"] < effect:
-        return f"no difference as large as {effect:g}"
+        return f"no difference as large as {size}"
     return "not significant after Holm"

@@ -203,7 +203,9 @@ def test_identical_conditions_are_rolled_out_once_and_labelled():
     assert report["conditions"]["base/bare"]["identical_to"] is None
     same = next(c for c in report["comparisons"] if c["b"] == "base/bare" and c["a"] == "base/S0")
     assert same["kind"] == "identical"
-    assert same["differences"]["r_success"] == {"estimate": 0.0, "low": 0.0, "high": 0.0}
+    assert same["differences"]["r_success"] == {
+        "estimate": 0.0, "low": 0.0, "high": 0.0, "p": 1.0, "note": ALL_ZERO_NOTE
+    }  # fmt: skip
     trained = next(c for c in report["comparisons"] if c["a"] == "trained/bare")
     assert trained["kind"] == "contrast"
 

@@ -68,7 +68,7 @@ def test_a_contrast_reads_against_the_effect_of_interest():
     wide = {"estimate": 0.01, "low": -0.08, "high": 0.10}
     narrow = {"estimate": 0.0, "low": -0.005, "high": 0.008}
     assert stats.verdict(wide, {"reject": False}, 0.02).startswith("cannot tell")
-    assert stats.verdict(narrow, {"reject": False}, 0.02) == "no difference as large as 0.02"
+    assert stats.verdict(narrow, {"reject": False}, 0.02) == "no difference as large as 2.0 pp"
     assert stats.verdict(wide, {"reject": True}, 0.02) == "differs (survives Holm)"
 
 
