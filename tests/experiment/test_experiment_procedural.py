@@ -100,11 +100,23 @@ def test_every_arm_with_two_seeds_through_the_procedural_double(tmp_path):
     grpo_test = comparison["arms"]["grpo"]["test"]["bank"]
     assert grpo_test["identical_to"] == ["grpo/s0/bare", "grpo/s1/bare"]  # evaluated once
     kinds = [(c["kind"], c["a"], c["b"], c["policy"]) for c in comparison["comparisons"]]
-    assert ("A/A", "intraskill/s0/bank/aa", "intraskill/s0/bank", "bank") in kinds
-    assert sum(kind == "contrast" for kind, *_ in kinds) == 2 * (len(ARMS) - 1)
+    # an A/A row per arm (its seeds pooled) and the bare one
+    assert [k[1:] for k in kinds if k[0] == "A/A"] == [("base/bare/aa", "base/bare", "bare")] + [
+        (f"{arm}/aa", arm, "bank") for arm in ARMS
+    ]
+    arm_rows = [c for c in comparison["comparisons"] if c["kind"] != "A/A"]
+    assert len(arm_rows) == 2 * (len(ARMS) - 1)  # each arm against the first, bank and bare
+    for row in arm_rows:  # a contrast is tested (Holm) and sized (MDE); identical says why
+        if row["kind"] == "contrast":
+            assert row["adjusted"]["method"] == "holm" and "reject" in row["adjusted"]["r_success"]
+            assert row["mde"]["r_success"] > 0
+        else:
+            assert row["identical"] in ("by construction", "by outcome")
+    assert comparison["power"]["mde"]["r_success"] > 0
 
     markdown = (out / "comparison.md").read_text()
     assert "TEST DOUBLE" in markdown and "(A/A: one condition, other sampling seeds)" in markdown
+    assert "## What this experiment can detect" in markdown
     for figure in ("learning-curves", "test-success", "banks"):
         path = out / "figures" / f"{figure}.png"
         assert path.stat().st_size > 10_000
