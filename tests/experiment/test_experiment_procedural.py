@@ -178,6 +178,6 @@ def test_rotated_gates_and_the_confirmation_step(tmp_path):
 
     comparison = json.loads((out / "comparison.json").read_text())
     [row] = comparison["confirmation"]
-    assert row["val_policy"] == "rotate" and row["n_tasks"] == 4
+    assert row["val_policy"] == "rotate" and row["n_tasks"] == 2
     assert set(row["confirmation"]) == {"estimate", "low", "high"}
     assert "Gate estimate vs confirmation" in (out / "comparison.md").read_text()
