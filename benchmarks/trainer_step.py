@@ -37,7 +37,7 @@ import torch
 from services.trainer.config import TrainerConfig
 from services.trainer.policy import Policy, micro_batches
 from services.trainer.rollouts import EngineRollouts
-from services.trainer.step import TaskStream, rollout_step
+from services.trainer.step import TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
 from shared.agent.advantage import training_samples
 from shared.agent.backends.transformers_backend import TransformersBackend
@@ -100,7 +100,7 @@ def one_run(config: TrainerConfig, model_path: Path, run: int) -> dict[str, Any]
     env = ShopEnv.from_preset(config.env_preset)
     source = EngineRollouts(env, backend, rollout, split=config.split)
     empty = CurriculumState(bank_id=0, bank_hash="none", q=config.q, seed=config.seed, chunks=())
-    tasks = TaskStream(source.train_task_ids(), config.seed + run)
+    tasks = TaskOrder(tuple(source.train_task_ids()), config.seed + run)
 
     began = time.perf_counter()
     outcome = rollout_step(
@@ -109,6 +109,7 @@ def one_run(config: TrainerConfig, model_path: Path, run: int) -> dict[str, Any]
         [],
         tasks,
         round_index=0,
+        step=1,
         first_group_index=0,
         group_size=config.group_size,
         groups_per_wave=config.groups_per_wave,

@@ -16,8 +16,10 @@ AA_SAMPLE = 1  # the copy's sampling index; the original runs under index 0
 AA_SUFFIX = "/aa"
 
 # What a comparison row says about its two sides (the eval report's `kind`); a contrast says
-# nothing. "identical": one condition by construction, rolled out once (difference 0).
-KIND_NOTES = {"A/A": " (A/A: one condition, other sampling seeds)", "identical": " (identical)"}
+# nothing. "identical": rolled out once (difference 0), by construction (one condition, or one
+# run by design) or, in an experiment, by outcome (different runs whose weights matched); the
+# row's `identical` field says which, and the evaluator's own rows are by construction.
+KIND_NOTES = {"A/A": " (A/A: one condition, other sampling seeds)"}
 
 
 def aa_condition(condition: Mapping[str, Any]) -> dict[str, Any]:
@@ -27,5 +29,12 @@ def aa_condition(condition: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def comparison_label(comparison: Mapping[str, Any]) -> str:
-    """`a - b`, saying when the two sides are one condition (A/A) or identical by construction."""
-    return f"{comparison['a']} - {comparison['b']}" + KIND_NOTES.get(comparison.get("kind"), "")
+    """`a - b`, saying when the two sides are one condition (A/A) or identical, and why."""
+    kind = comparison.get("kind")
+    if kind == "identical":
+        return (
+            f"{comparison['a']} - {comparison['b']} (identical "
+            + (comparison.get("identical") or "by construction")
+            + ")"
+        )
+    return f"{comparison['a']} - {comparison['b']}" + KIND_NOTES.get(kind, "")

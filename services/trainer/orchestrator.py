@@ -56,8 +56,12 @@ from services.trainer.run_context import (
     unavailable,
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
-from services.trainer.step import TaskStream
-from services.trainer.validation import confirmation_task_ids, val_task_ids
+from services.trainer.step import TaskOrder
+from services.trainer.validation import (
+    confirmation_task_ids,
+    val_task_ids,
+    validation_slices,
+)
 from shared.registry_api.client import RegistryClient, RegistryError, Unavailable
 
 __all__ = ["Run", "RunError", "ServiceUrls", "train"]
@@ -115,7 +119,7 @@ class Run:
             )
         self.metrics.rewind(state["metrics_lines"])
         policy, source = load_policy(context, state)
-        tasks = TaskStream(source.train_task_ids(), config.seed, state["task_cursor"])
+        tasks = TaskOrder(tuple(source.train_task_ids()), config.seed)
         while state["round"] < config.rounds:
             if state["phase"] == "train":
                 train_round(context, state, policy, source, tasks, self.metrics)
@@ -130,9 +134,12 @@ class Run:
     def record_validation(self) -> None:
         """The validation design in run.json: policy, pool and the held-out confirmation tasks."""
         config, record = self.context.config, self.context.record
+        slices = validation_slices(config)
         record.data["validation"] = {
             "val_policy": config.gate.val_policy,
             "pool": config.validation_pool,
+            # [start, stop) of the validation split: Gate A, the rotated gates, confirmation
+            "slices": {name: [span.start, span.stop] for name, span in vars(slices).items()},
             "confirmation_task_ids": confirmation_task_ids(config, val_task_ids(config))
             if config.gate.confirm_tasks
             else [],
@@ -144,7 +151,6 @@ class Run:
             "round": 0,
             "phase": "train",
             "step": 0,
-            "task_cursor": 0,
             "next_group_index": 0,
             "metrics_lines": 0,
             "bank_id": self.initial_bank_id(),

@@ -17,7 +17,7 @@ from services.trainer.evidence import record_evidence
 from services.trainer.metrics import MetricsLog, step_metrics
 from services.trainer.policy import Policy
 from services.trainer.run_context import RunContext
-from services.trainer.step import GroupOutcome, TaskStream, rollout_step
+from services.trainer.step import GroupOutcome, TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
 from shared.agent.advantage import training_samples
 from shared.chunks import InjectedChunk
@@ -29,7 +29,7 @@ def train_round(
     state: dict[str, Any],
     policy: Policy,
     source: Any,
-    tasks: TaskStream,
+    tasks: TaskOrder,
     metrics: MetricsLog,
 ) -> None:
     config, round_index = context.config, state["round"]
@@ -89,7 +89,7 @@ def _train_step(
     state: dict[str, Any],
     policy: Policy,
     source: Any,
-    tasks: TaskStream,
+    tasks: TaskOrder,
     curriculum: CurriculumState,
     injected: list[InjectedChunk],
     step_in_round: int,
@@ -104,6 +104,7 @@ def _train_step(
         injected,
         tasks,
         round_index=round_index,
+        step=step,
         first_group_index=state["next_group_index"],
         group_size=config.group_size,
         groups_per_wave=config.groups_per_wave,
@@ -120,7 +121,7 @@ def _train_step(
     pushed = time.perf_counter()
     source.weights_changed(f"{context.run_id}-s{step}")  # rollout servers: save and push
     push_s = time.perf_counter() - pushed
-    state.update(step=step, task_cursor=tasks.cursor, next_group_index=outcome.next_group_index)
+    state.update(step=step, next_group_index=outcome.next_group_index)
     line = step_metrics(
         outcome,
         stats,

@@ -5,6 +5,13 @@ task, the environment seed, the treatment (mask) and the curriculum state; only 
 sampling differs (each sibling has its own episode id, from which the runtime seeds sampling).
 After a wave, each group is checked for consistency and judged by the filter in group order;
 another wave follows only while the filter asks for one.
+
+Common random numbers: a group's coordinates are (run seed, rollout step, group index within
+the step). Its task, environment seed, episode ids (so the sampling seeds) and treatment
+uniforms are functions of those alone, never of the bank, q, rho or how many waves earlier steps
+took; two runs with one seed (the arms of an experiment) give group g of step s the same task,
+environment and sampling seeds, and differ only where the treatment compares its uniforms with
+their own q and rho.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from services.trainer.filtering import Verdict, WaveFilter, group_verdict
 from services.trainer.rollouts import RolloutSource
@@ -28,26 +36,30 @@ from shared.chunks import InjectedChunk
 from shared.hashing import hash_key
 
 
-@dataclass
-class TaskStream:
-    """The train tasks in a seeded order, reshuffled each pass; `cursor` counts tasks drawn."""
+@dataclass(frozen=True)
+class TaskOrder:
+    """The train task of each (rollout step, group index): a seeded permutation per step, so
+    one step's groups see distinct tasks (while there are enough) and no step's tasks depend
+    on another step's wave count."""
 
-    task_ids: list[str]
+    task_ids: tuple[str, ...]
     seed: int
-    cursor: int = 0
 
-    def next(self) -> str:
-        size = len(self.task_ids)
-        epoch, position = divmod(self.cursor, size)
-        order = list(self.task_ids)
-        random.Random(f"{self.seed}:tasks:{epoch}").shuffle(order)
-        self.cursor += 1
-        return order[position]
+    def task(self, step: int, group: int) -> str:
+        order = _step_order(self.task_ids, self.seed, step)
+        return order[group % len(order)]
+
+
+@lru_cache(maxsize=4)
+def _step_order(task_ids: tuple[str, ...], seed: int, step: int) -> tuple[str, ...]:
+    order = list(task_ids)
+    random.Random(f"{seed}:tasks:{step}").shuffle(order)
+    return tuple(order)
 
 
 @dataclass
 class GroupOutcome:
-    index: int
+    index: int  # run-wide running count: the group's label and evidence key
     task_id: str
     treatment: Treatment
     trajectories: list[Trajectory]
@@ -80,13 +92,19 @@ class StepOutcome:
 
 
 def group_id(state: CurriculumState, round_index: int, group_index: int) -> str:
-    """Carries the curriculum state's fingerprint with every episode of the group."""
+    """Carries the curriculum state's fingerprint with every episode of the group (a label:
+    no seed derives from it)."""
     return f"r{round_index}-{state.state_id[:16]}-g{group_index:07d}"
 
 
-def episode_seed(seed: int, gid: str) -> int:
+def episode_seed(seed: int, step: int, group: int) -> int:
     """One environment seed per group: siblings see the same environment."""
-    return int.from_bytes(hash_key(seed, "episode", gid)[:4], "big")
+    return int.from_bytes(hash_key(seed, "episode", step, group)[:4], "big")
+
+
+def episode_id(step: int, group: int, sibling: int) -> str:
+    """The sibling's id, from which the runtime seeds its sampling: CRN coordinates only."""
+    return f"s{step:06d}-g{group:04d}-e{sibling}"
 
 
 def group_specs(
@@ -94,12 +112,15 @@ def group_specs(
     bank: Sequence[InjectedChunk],
     round_index: int,
     group_index: int,
+    step: int,
+    group: int,
     task_id: str,
     group_size: int,
 ) -> tuple[Treatment, list[EpisodeSpec]]:
-    treatment = sample_treatment(state, group_index)
+    """Group `group` of rollout step `step` (`group_index` counts groups over the run)."""
+    treatment = sample_treatment(state, step, group)
     gid = group_id(state, round_index, group_index)
-    seed = episode_seed(state.seed, gid)
+    seed = episode_seed(state.seed, step, group)
     specs = [
         EpisodeSpec.masked(
             task_id,
@@ -109,7 +130,7 @@ def group_specs(
             bank_id=str(state.bank_id),
             bank_hash=state.bank_hash,
             group_id=gid,
-            episode_id=f"{gid}-e{sibling}",
+            episode_id=episode_id(step, group, sibling),
         )
         for sibling in range(group_size)
     ]
@@ -138,9 +159,10 @@ def rollout_step(
     source: RolloutSource,
     state: CurriculumState,
     bank: Sequence[InjectedChunk],
-    tasks: TaskStream,
+    tasks: TaskOrder,
     *,
     round_index: int,
+    step: int,
     first_group_index: int,
     group_size: int,
     groups_per_wave: int,
@@ -148,7 +170,7 @@ def rollout_step(
     spread_epsilon: float,
     max_consecutive_failures: int,
 ) -> StepOutcome:
-    """Generate waves until `groups_admitted` groups pass the filter."""
+    """Generate waves until `groups_admitted` groups pass the filter (rollout step `step`)."""
     if len(bank) != len(state.chunks):
         raise ValueError("the bank and the curriculum state list different chunks")
     wave = WaveFilter(target=groups_admitted, max_consecutive_failures=max_consecutive_failures)
@@ -158,9 +180,10 @@ def rollout_step(
     while wave.needs_wave():
         planned = []
         for _ in range(groups_per_wave):
-            task_id = tasks.next()
+            group = next_index - first_group_index
+            task_id = tasks.task(step, group)
             treatment, specs = group_specs(
-                state, bank, round_index, next_index, task_id, group_size
+                state, bank, round_index, next_index, step, group, task_id, group_size
             )
             planned.append((next_index, task_id, treatment, specs))
             next_index += 1

@@ -1,13 +1,19 @@
 """Group-consistent skill treatments: the curriculum state and hash-seeded draws.
 
-One treatment per GRPO group, drawn as the reference's `SkillCurriculum.assign`:
+One treatment per GRPO group, drawn like the reference's `SkillCurriculum.assign`:
 
-    u(t) = first 8 bytes of sha256("{seed}:{state_id}:{group_index}:{t}") / 2**64
+    u(t) = first 8 bytes of sha256("{seed}:treatment:{step}:{group}:{t}") / 2**64
     skill-free       if u("skill-free") < q
     chunk j included if u("chunk:{j}") < rho_j      (otherwise)
 
 so chunk j's marginal exposure is (1 - q) * rho_j. Every draw is a pure function of its
 coordinates: a resumed run, an auditor and a test recompute the same masks without a generator.
+
+Departure from the reference, on purpose: its uniforms are keyed on the curriculum state's
+fingerprint (bank, q, rho) and a run-wide group counter. Ours are keyed on (run seed, rollout
+step, group index within the step) only, so two runs with one seed draw the same uniforms for
+the same group whatever their banks (common random numbers): only the comparison with q and rho
+differs, and a run with a larger q is skill-free in every group where one with a smaller q is.
 """
 
 from __future__ import annotations
@@ -83,9 +89,10 @@ def chunk_key(chunk: CurriculumChunk) -> str:
     return f"chunk:{chunk.chunk_id}"
 
 
-def sample_treatment(state: CurriculumState, group_index: int) -> Treatment:
-    """The treatment of group `group_index` under `state` (hash-seeded, no generator)."""
-    coordinates = (state.seed, state.state_id, group_index)
+def sample_treatment(state: CurriculumState, step: int, group: int) -> Treatment:
+    """The treatment of group `group` of rollout step `step` under `state` (hash-seeded, no
+    generator; the uniforms depend on the seed and the coordinates, never on the bank)."""
+    coordinates = (state.seed, "treatment", step, group)
     if hash_uniform(*coordinates, "skill-free") < state.q:
         return Treatment("skill_free", tuple(0 for _ in state.chunks))
     inclusion = tuple(

@@ -6,7 +6,7 @@
         --seeds 1 --out runs/exp-smollm2             # SmolLM2 on this CPU: hours
     intraskill experiment report runs/exp-proc        # redraw comparison.md and the figures
     intraskill experiment run --config configs/experiment-paper.toml --out runs/exp-paper
-    intraskill experiment estimate --config configs/experiment-paper.toml   # GPU-hours
+    intraskill experiment estimate --config configs/experiment-paper.toml   # GPU-hours, MDE
 
 A rerun of the same `run` resumes: finished runs are skipped, a stopped one continues from its
 last checkpoint. Arms: see `shared/experiment/arms.py` and docs/experiments.md.
@@ -75,7 +75,9 @@ def load_plan(config: Path, **given: Any) -> Plan:
 
 
 ConfigOption = Annotated[
-    Path, typer.Option(help="a trainer TOML, or an experiment plan ([experiment] with base = ...)")
+    # rich reads "[experiment]" as a style tag and drops it: the backslash keeps it text
+    Path,
+    typer.Option(help="a trainer TOML, or an experiment plan (\\[experiment] with base = ...)"),
 ]
 ArmsOption = Annotated[
     str | None, typer.Option(help="comma-separated arms, the first the reference (default: plan)")
@@ -139,8 +141,9 @@ def run(
 
 @app.command()
 def estimate(config: ConfigOption, arms: ArmsOption = None, seeds: SeedsOption = None) -> None:
-    """GPU-hours of the experiment at the reference's measured step times (JSON)."""
-    from shared.experiment.budget import experiment_hours
+    """GPU-hours and the smallest detectable difference (MDE) of the planned experiment, from
+    named, sourced inputs: a summary on stderr, the whole estimate as JSON on stdout."""
+    from shared.experiment.budget import experiment_hours, summary
 
     plan = load_plan(config, arms=arms, seeds=seeds)
     base = tomllib.loads(plan.base.read_text())
@@ -152,6 +155,7 @@ def estimate(config: ConfigOption, arms: ArmsOption = None, seeds: SeedsOption =
         test_tasks=plan.test_tasks,
         cold_start_tasks=plan.cold_start_tasks,
     )
+    print(summary(hours), file=sys.stderr)
     print(json.dumps(hours, indent=1))
 
 

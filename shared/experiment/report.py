@@ -1,6 +1,7 @@
 """comparison.md and the figures, drawn from comparison.json alone (`intraskill experiment
 report DIR` redraws them): learning curves per arm with seed bands, test success with
-intervals, and each arm's bank size and gate decisions per round."""
+intervals beside the paired differences against the A/A band, and each arm's bank size and
+gate decisions per round."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from shared.noise_floor import comparison_label
 
+SHORT_CURVE = 30  # curves with at most this many steps get a marker per step
 FIGURES = {
     "curves": "figures/learning-curves.png",
     "test": "figures/test-success.png",
@@ -39,6 +41,10 @@ def _rate(d: Mapping[str, float]) -> str:
     return f"{100 * d['estimate']:.1f} % [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
 
 
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _reward(d: Mapping[str, float]) -> str:
     return f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
@@ -58,11 +64,16 @@ def markdown(c: Mapping[str, Any]) -> str:
             "",
         ]
     lines += [
-        f"Base config `{c['base_config']}`; {c['n_tasks']} test tasks, the same for every arm; "
-        f"{boot['level']:.0%} task-paired percentile bootstrap ({boot['resamples']:,} resamples; "
-        f"an arm's column is the {boot['arm_columns']}). The intervals cover the test tasks' "
-        "sampling, not training-seed variation: the per-seed values stand beside them.",
+        f"Base config `{c['base_config']}`; {c['n_tasks']} test tasks, the same for every arm. "
+        f"Rates: {boot['level']:.0%} Wilson intervals over the test tasks. Differences: "
+        f"{boot['level']:.0%} task-paired {boot.get('interval', 'percentile')} bootstrap "
+        f"({boot['resamples']:,} resamples; an arm's column is the {boot['arm_columns']}), "
+        "with Holm-adjusted p-values over the table's contrasts. The intervals cover the test "
+        "tasks' sampling, not training-seed variation: the per-seed values stand beside them.",
         "",
+    ]
+    lines += detectable(c)
+    lines += [
         "## Arms",
         "",
     ]
@@ -106,17 +117,33 @@ def markdown(c: Mapping[str, Any]) -> str:
         rows,
     )
     lines += ["", "## Paired differences (a - b)", ""]
+    notes: list[str] = []
     rows = []
     for row in c["comparisons"]:
+        success, strict = row["differences"]["r_success"], row["differences"]["r_strict"]
+        if success.get("note") and success["note"] not in notes:
+            notes.append(success["note"])
+        adjusted = row.get("adjusted")
         rows.append(
             [
                 comparison_label(row),
                 row["policy"],
-                _pp(row["differences"]["r_success"]),
-                _pp(row["differences"]["r_strict"]),
+                _pp(success) + ("*" if success.get("note") else ""),
+                _pp(strict),
+                _p(adjusted["r_success"]["p"]) if adjusted else "-",
+                ("yes" if adjusted["r_success"]["reject"] else "no") if adjusted else "-",
+                f"{100 * row['mde']['r_success']:.1f} pp" if row.get("mde") else "-",
+                row["verdict"]["r_success"] if row.get("verdict") else _kind_words(row),
             ]
         )
-    lines += _table(["comparison", "policy", "success", "strict reward"], rows)
+    lines += _table(
+        [
+            "comparison", "policy", "success", "strict reward", "Holm p (success)",
+            "survives Holm", "MDE (success)", "reading (success)",
+        ],
+        rows,
+    )  # fmt: skip
+    lines += [""] + [f"\\* {note}" for note in notes]
     lines += ["", "## Banks and gates per round", ""]
     rows = [
         [
@@ -161,6 +188,40 @@ def markdown(c: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def detectable(c: Mapping[str, Any]) -> list[str]:
+    """What the experiment can detect, beside the effect it exists to see."""
+    power, effect = c.get("power") or {}, c.get("effect_of_interest") or {}
+    if not power.get("mde"):
+        return []
+    lines = ["## What this experiment can detect", ""]
+    for metric, label in (("r_success", "success"), ("r_strict", "strict reward")):
+        if metric not in power["mde"]:
+            continue
+        mde, wanted = power["mde"][metric], effect.get(metric)
+        line = (
+            f"- {label}: a true paired difference of {100 * mde:.1f} pp is found with "
+            f"{power['power']:.0%} power at alpha {power['alpha']} "
+            f"({100 * power['mde_holm_first_step'][metric]:.1f} pp at the first Holm step)"
+        )
+        if wanted is not None:
+            line += f"; the effect of interest is {100 * wanted:.1f} pp: " + (
+                "**cannot tell** an effect that small" if mde > wanted else "detectable"
+            )
+        lines.append(line + ".")
+    lines += ["", f"Basis: {power['basis']}."]
+    if effect.get("source"):
+        lines += ["", f"Effect of interest: {effect['source']}."]
+    return [*lines, ""]
+
+
+def _kind_words(row: Mapping[str, Any]) -> str:
+    if row["kind"] == "A/A":
+        return "noise floor"
+    if row["kind"] == "identical":
+        return f"0 {row.get('identical') or 'by construction'}: one rollout"
+    return "-"
+
+
 def _plt():
     import matplotlib
 
@@ -181,19 +242,27 @@ def learning_curves(c: Mapping[str, Any], path: Path) -> None:
             [[np.nan if v is None else v for v in curve[:length]] for curve in curves]
         )
         steps = np.arange(1, length + 1)
-        ax.plot(steps, np.nanmean(values, axis=0), label=f"{name} ({len(curves)} seeds)")
+        marker = "o" if length <= SHORT_CURVE else None  # one step is a point, not a line
+        ax.plot(
+            steps, np.nanmean(values, axis=0), marker=marker, label=f"{name} ({len(curves)} seeds)"
+        )
         ax.fill_between(steps, np.nanmin(values, axis=0), np.nanmax(values, axis=0), alpha=0.2)
     ax.set_xlabel("rollout step")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("training rollout success")
     ax.set_title("Learning curves (band: min..max over seeds)")
     _save(plt, fig, ax, path, fontsize=8)
 
 
 def test_success(c: Mapping[str, Any], path: Path) -> None:
-    """Test success per arm, with its final bank and bare, with 95 % paired-bootstrap intervals."""
+    """Left: test success per arm, with its final bank and bare (Wilson intervals). Right: the
+    paired differences (success) with their intervals, over the band of the widest A/A row."""
     plt = _plt()
     names = list(c["arms"])
-    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(names) + 2), 4.5))
+    rows = c["comparisons"]
+    fig, (ax, diff) = plt.subplots(
+        1, 2, figsize=(max(13, 1.4 * len(names) + 9), 5), gridspec_kw={"width_ratios": [1, 1.2]}
+    )
     for offset, which in ((-0.2, "bank"), (0.2, "bare")):
         stats = [c["arms"][n]["test"][which]["r_success"] for n in names]
         est = np.array([s["estimate"] for s in stats])
@@ -203,9 +272,47 @@ def test_success(c: Mapping[str, Any], path: Path) -> None:
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names)
     ax.set_ylabel(f"test success ({c['n_tasks']} tasks)")
-    title = "Test success with 95% intervals"
+    title = "Test success, 95% Wilson"
     ax.set_title(title + (" (TEST DOUBLE policy)" if c["policy_is_test_double"] else ""))
-    _save(plt, fig, ax, path, fontsize=8)
+    ax.legend(fontsize=8)
+    differences(diff, rows)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _short_label(row: Mapping[str, Any]) -> str:
+    if row["kind"] == "A/A":
+        return f"A/A: {row['b']} [{row['policy']}]"
+    if row["kind"] == "identical":
+        return f"{row['a']} - {row['b']} [{row['policy']}] (identical {row.get('identical', '')})"
+    return f"{row['a']} - {row['b']} [{row['policy']}]"
+
+
+def differences(ax, rows) -> None:
+    """Each row's paired success difference (pp) with its interval; grey: A/A rows, hollow:
+    identical rows; the band spans the widest A/A interval, the noise floor."""
+    aa = [r["differences"]["r_success"] for r in rows if r["kind"] == "A/A"]
+    if aa:
+        low, high = min(d["low"] for d in aa), max(d["high"] for d in aa)
+        ax.axvspan(100 * low, 100 * high, color="0.85", label="A/A band (noise floor)")
+    ax.axvline(0, color="k", lw=0.8)
+    for y, row in enumerate(rows):
+        d = row["differences"]["r_success"]
+        color = "0.4" if row["kind"] == "A/A" else "C3"
+        ax.errorbar(
+            100 * d["estimate"], y,
+            xerr=[[100 * (d["estimate"] - d["low"])], [100 * (d["high"] - d["estimate"])]],
+            fmt="o", color=color, capsize=3,
+            mfc="none" if row["kind"] == "identical" else color,
+        )  # fmt: skip
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([_short_label(r) for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("paired difference in test success (pp, 95% bootstrap)")
+    ax.set_title("Differences a - b against the A/A band")
+    if aa:
+        ax.legend(fontsize=7, loc="lower right")
 
 
 def banks(c: Mapping[str, Any], path: Path) -> None:

@@ -8,11 +8,11 @@ Phases (each skipped on a rerun once done, like the demo's, whose first four it 
    the arm's effective config (`runs/ARM-seedI/config.toml`), the seed `seed + I`, its own alias
    and its initial bank (S_0, the empty bank, or S_0 with the arm's q); a rerun resumes it;
 3. test: one evaluator job: the base policy, every run's final checkpoint bare and with its
-   final bank, and an A/A condition (the reference arm's first run again under other sampling
-   seeds), all on the same test tasks; runs whose final weights are byte for byte the same
-   (arms that ended up training alike) are tested under the first one's checkpoint id, so the
-   evaluator rolls them out once and labels them identical instead of reading noise as a
-   difference;
+   final bank, and A/A copies (every run with its bank, and the bare base policy, again under
+   other sampling seeds), all on the same test tasks; runs whose final weights are byte for
+   byte the same (arms that ended up training alike) are tested under the first one's
+   checkpoint id, so the evaluator rolls them out once and labels them identical instead of
+   reading noise as a difference;
 4. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
    confirmation tasks no gate used, beside the gates' own estimate of it;
 5. comparison.json, comparison.md and the figures (`report.py`).
@@ -224,12 +224,17 @@ class Experiment(Demo):
                     "bank_id": final["bank_id"],
                 },
             ]
-        aa = aa_condition(conditions[3])  # the reference run's first seed with its bank
+        # A/A copies: every run with its bank (an arm's copies pool like its runs) and the bare
+        # base policy (the bare A/A: no bank, no training); base/S_0 has none (conditions[1])
+        originals = [conditions[0], *(c for c in conditions[2:] if "bank_id" in c)]
+        copies = [aa_condition(c) for c in originals]
         body = {
-            "conditions": [*conditions, aa],
+            "conditions": [*conditions, *copies],
             "split": "test",
             "n_tasks": self.options.test_tasks,
-            "comparisons": [[aa["name"], reference.bank]],
+            "comparisons": [
+                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
+            ],
         }
         self.evaluate("test", body, TEST_FILE)
         confirm = (

@@ -24,6 +24,7 @@ from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.service import RecordLog
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 from shared.chunks import ChunkContent, InjectedChunk
+from shared.paired_bootstrap import ALL_ZERO_NOTE
 
 TASKS = tuple(f"task-{i:06d}" for i in range(300))
 
@@ -75,10 +76,13 @@ def test_bootstrap_of_identical_and_shifted_conditions():
     rng = np.random.default_rng(0)
     a = {"x": rng.random(200)}
     same = paired_bootstrap(a, a, Metric("x", "x"), resamples=500, seed=1)
-    assert same == {"estimate": 0.0, "low": 0.0, "high": 0.0}
+    assert same == {
+        "estimate": 0.0, "low": 0.0, "high": 0.0, "p": 1.0, "note": ALL_ZERO_NOTE
+    }  # fmt: skip
     shifted = paired_bootstrap({"x": a["x"] + 0.1}, a, Metric("x", "x"), resamples=500, seed=1)
     assert shifted["estimate"] == pytest.approx(0.1)
     assert shifted["low"] == pytest.approx(0.1) and shifted["high"] == pytest.approx(0.1)
+    assert shifted["p"] == 0.0 and "note" not in shifted
 
 
 def test_bootstrap_is_seeded_and_ratio_metrics_use_sums():
@@ -199,7 +203,9 @@ def test_identical_conditions_are_rolled_out_once_and_labelled():
     assert report["conditions"]["base/bare"]["identical_to"] is None
     same = next(c for c in report["comparisons"] if c["b"] == "base/bare" and c["a"] == "base/S0")
     assert same["kind"] == "identical"
-    assert same["differences"]["r_success"] == {"estimate": 0.0, "low": 0.0, "high": 0.0}
+    assert same["differences"]["r_success"] == {
+        "estimate": 0.0, "low": 0.0, "high": 0.0, "p": 1.0, "note": ALL_ZERO_NOTE
+    }  # fmt: skip
     trained = next(c for c in report["comparisons"] if c["a"] == "trained/bare")
     assert trained["kind"] == "contrast"
 

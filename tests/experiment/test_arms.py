@@ -1,16 +1,21 @@
 """Arms are named overrides of one base config; the budget follows the reference's step times.
 
-Expected values come from the issue's arm list and the reference's infra section (4 GPUs,
-rollout 209-245 s per batch of 128 episodes); nothing is read back from the code under test."""
+Expected values come from the issue's arm list and the reference's write-up (4 GPUs, rollout
+209-245 s per batch of 32 x 8 = 256 generated episodes, updates up to 500 s per step, 254
+all-wrong groups and 235 cards over 4 rounds, +32.50 pp with 148 of 400 tasks flipped between
+two checkpoints); nothing is read back from the code under test."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from services.trainer.config import TrainerConfig
+from shared.experiment import cli
 from shared.experiment.arms import ArmError, arm, parse_arms
 from shared.experiment.budget import experiment_hours, run_hours
 from shared.experiment.cli import load_plan
@@ -70,18 +75,56 @@ def test_the_fingerprint_names_the_arm_not_the_seed():
 
 def test_gpu_hours_follow_the_reference_step_times():
     paper = tomllib.loads((REPO / "configs" / "paper.toml").read_text())
-    ungated = run_hours(paper, gated=False)
-    # 80 steps x (209 + 250 .. 245 + 500) s x 4 GPUs
-    assert ungated.low == pytest.approx(80 * 459 * 4 / 3600)
-    assert ungated.high == pytest.approx(80 * 745 * 4 / 3600)
-    gated = run_hours(paper, gated=True)
-    # + 4 gates of 400 bare + 400 masked rollouts, at 128 episodes per rollout batch
-    assert gated.low - ungated.low == pytest.approx(4 * 800 / 128 * 209 * 4 / 3600)
+    gpu_h = 4 / 3600  # 4 GPUs, seconds to hours
+    grpo = run_hours(paper, gated=False, slow_loop=False)
+    # 80 steps, each one rollout batch (209..245 s) and its updates (250..500 s)
+    assert grpo["rollouts"].low == pytest.approx(80 * 209 * gpu_h)
+    assert grpo["updates"].high == pytest.approx(80 * 500 * gpu_h)
+    assert grpo["gates"].high == grpo["slow_loop"].high == 0
+    method = run_hours(paper, gated=True, slow_loop=True)
+    # 4 gates of 400 bare + 400 masked rollouts, served at 256 episodes per rollout batch
+    assert method["gates"].low == pytest.approx(4 * 800 / 256 * 209 * gpu_h)
+    # one retry per all-wrong group and 2 verification episodes per card, same rate
+    assert method["slow_loop"].high == pytest.approx((254 + 2 * 235) / 256 * 245 * gpu_h)
     hours = experiment_hours(
         paper, parse_arms("intraskill,grpo"), 3, test_tasks=400, cold_start_tasks=400
     )
-    assert hours["per_arm"]["grpo"] == [round(3 * ungated.low), round(3 * ungated.high)]
-    assert hours["runs"] == 6
+    grpo_total = 3 * (80 * (209 + 250) * gpu_h)
+    assert hours["per_arm"]["grpo"]["total"][0] == round(grpo_total)
+    assert hours["runs"] == 6 and hours["test_conditions"] == 2 + 3 * 6
+    assert hours["test"][0] == pytest.approx(400 * 20 / 256 * 209 * gpu_h, abs=0.05)
+
+
+def test_the_design_states_its_mde_from_the_references_paired_variance():
+    paper = tomllib.loads((REPO / "configs" / "paper.toml").read_text())
+    hours = experiment_hours(
+        paper, parse_arms("intraskill,grpo,fixed-s0"), 3, test_tasks=400, cold_start_tasks=400
+    )
+    sd = (148 / 400 - 0.325**2) ** 0.5  # the reference's Iter80 - Base paired SD
+    # z_0.975 = 1.95996, z_0.80 = 0.84162; 4 contrasts: the first Holm step at 0.05 / 4
+    assert hours["power"]["mde"]["r_success"] == pytest.approx(2.80158 * sd / 20, abs=1e-3)
+    assert hours["power"]["mde_holm_first_step"]["r_success"] == pytest.approx(
+        (2.49771 + 0.84162) * sd / 20, abs=1e-3
+    )
+    assert hours["inputs"]["rollout_s"]["source"].startswith("reference")
+    assert "before seed variance" in hours["power"]["basis"]
+    small = experiment_hours(
+        paper, parse_arms("intraskill,grpo"), 1, test_tasks=40, cold_start_tasks=32
+    )
+    assert small["power"]["mde"]["r_success"] == pytest.approx(2.80158 * sd / 40**0.5, abs=1e-3)
+
+
+def test_estimate_prints_the_mde_and_the_gpu_hours(capsys):
+    assert cli.main(["estimate", "--config", str(REPO / "configs" / "experiment-paper.toml")]) == 0
+    captured = capsys.readouterr()
+    assert "GPU-hours" in captured.err and "MDE on test success 7.2 pp" in captured.err
+    assert json.loads(captured.out)["power"]["mde"]["r_success"] == pytest.approx(0.072, abs=1e-3)
+
+
+def test_the_help_shows_the_experiment_table_name():
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["run", "--help"], env={"COLUMNS": "200"})
+    assert "([experiment] with base" in result.output
 
 
 def test_the_paper_plan_names_a_base_and_every_arm():

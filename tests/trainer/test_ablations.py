@@ -13,13 +13,13 @@ import pytest
 from services.trainer.ablations import admitted_entries, unmasked
 from services.trainer.config import ConfigError, GateConfig, TrainerConfig
 from services.trainer.treatments import CurriculumChunk, CurriculumState, sample_treatment
-from services.trainer.validation import confirmation_task_ids, gate_task_ids
+from services.trainer.validation import confirmation_task_ids, gate_a_task_ids, gate_task_ids
 
 VAL = [f"val-{i:04d}" for i in range(100)]
 
 
 def config(**gate) -> TrainerConfig:
-    return TrainerConfig(rounds=3, gate=GateConfig(val_tasks=10, **gate))
+    return TrainerConfig(rounds=3, gate=GateConfig(**({"val_tasks": 10} | gate)))
 
 
 def test_rotated_gates_draw_disjoint_subsets_of_the_pool_and_confirmation_is_held_out():
@@ -27,19 +27,43 @@ def test_rotated_gates_draw_disjoint_subsets_of_the_pool_and_confirmation_is_hel
     rounds = [gate_task_ids(rotate, VAL, r) for r in range(3)]
     assert [len(r) for r in rounds] == [10, 10, 10]
     used = [t for r in rounds for t in r]
-    assert len(set(used)) == 30 and set(used) <= set(VAL[:40])
-    assert rounds[0] != VAL[:10]  # a seeded shuffle, not the first tasks
+    assert len(set(used)) == 30 and set(used) <= set(VAL[10:50])  # the pool after Gate A's
+    assert rounds[0] != VAL[10:20]  # a seeded shuffle, not the first tasks
     assert gate_task_ids(rotate, VAL, 1) == rounds[1]  # the same seed gives the same subsets
-    confirm = confirmation_task_ids(rotate, VAL)
-    assert confirm == VAL[40:55] and not set(confirm) & set(VAL[:40])
+    assert confirmation_task_ids(rotate, VAL) == VAL[50:65]
 
 
-def test_fixed_gates_reuse_one_split_and_confirmation_follows_it():
+@pytest.mark.parametrize("rounds", [3, 4])
+def test_gate_a_the_rotated_gates_and_confirmation_are_disjoint(rounds):
+    """The issue's rule: Gate A, every rotated online gate and the confirmation set draw from
+    disjoint slices of the validation split (paper-like counts: 400 tasks, 4 rounds)."""
+    val = [f"val-{i:04d}" for i in range(400)]
+    rotate = TrainerConfig(
+        rounds=rounds,
+        gate=GateConfig(val_tasks=70, val_policy="rotate", confirm_tasks=50),
+    )
+    sets = {"gate A": set(gate_a_task_ids(rotate, val))}
+    sets |= {f"round {r}": set(gate_task_ids(rotate, val, r)) for r in range(rounds)}
+    sets["confirmation"] = set(confirmation_task_ids(rotate, val))
+    assert sets["gate A"] == set(val[:70])  # the cold start's gate_a_tasks: the first val_tasks
+    assert all(len(tasks) == size for tasks, size in zip(
+        sets.values(), [70] * (rounds + 1) + [50], strict=True
+    ))  # fmt: skip
+    names = list(sets)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not sets[a] & sets[b], f"{a} and {b} share tasks"
+
+
+def test_fixed_gates_reuse_gate_a_and_confirmation_follows_it():
     fixed = config(confirm_tasks=5)
     assert {tuple(gate_task_ids(fixed, VAL, r)) for r in range(3)} == {tuple(VAL[:10])}
+    assert gate_a_task_ids(fixed, VAL) == VAL[:10]  # the method: one split for every gate
     assert confirmation_task_ids(fixed, VAL) == VAL[10:15]
     with pytest.raises(ConfigError, match="validation tasks"):
         confirmation_task_ids(config(confirm_tasks=95), VAL)
+    with pytest.raises(ConfigError, match="validation tasks"):  # Gate A + 3 x 35 > 100
+        gate_task_ids(config(val_policy="rotate", val_tasks=35), VAL, 0)
 
 
 def test_impossible_ablations_fail_before_anything_loads():
@@ -54,9 +78,9 @@ def test_impossible_ablations_fail_before_anything_loads():
 def test_the_no_mask_curriculum_always_shows_the_whole_bank():
     chunks = tuple(CurriculumChunk(i, f"c{i}", 1, f"h{i}", 0.2) for i in range(4))
     state = CurriculumState(bank_id=1, bank_hash="h", q=0.2, seed=7, chunks=chunks)
-    masked = [sample_treatment(state, g) for g in range(300)]
+    masked = [sample_treatment(state, 1, g) for g in range(300)]
     assert any(t.mode == "skill_free" for t in masked)  # the method omits, so the switch matters
-    full = [sample_treatment(unmasked(state), g) for g in range(300)]
+    full = [sample_treatment(unmasked(state), 1, g) for g in range(300)]
     assert {t.mode for t in full} == {"assisted"}
     assert {t.inclusion for t in full} == {(1, 1, 1, 1)}
 

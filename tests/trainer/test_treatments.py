@@ -25,20 +25,21 @@ def state(rhos=(0.9, 0.55, 0.2), q=0.2, seed=20260901, bank_id=3) -> CurriculumS
 
 
 def spec_uniform(*parts) -> float:
-    """The reference's draw, written from its key layout: sha256('{a}:{b}:...')[:8] / 2**64."""
+    """The reference's draw, written from its key layout: sha256('{a}:{b}:...')[:8] / 2**64
+    (keyed on our CRN coordinates, seed:treatment:step:group, instead of its state id)."""
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def test_draws_follow_the_reference_key_layout():
-    s = state()
+    s, step = state(), 3
     for group in range(200):
-        treatment = sample_treatment(s, group)
-        if spec_uniform(s.seed, s.state_id, group, "skill-free") < s.q:
+        treatment = sample_treatment(s, step, group)
+        if spec_uniform(s.seed, "treatment", step, group, "skill-free") < s.q:
             assert treatment.mode == "skill_free" and not any(treatment.inclusion)
             continue
         expected = tuple(
-            int(spec_uniform(s.seed, s.state_id, group, f"chunk:{c.chunk_id}") < c.rho)
+            int(spec_uniform(s.seed, "treatment", step, group, f"chunk:{c.chunk_id}") < c.rho)
             for c in s.chunks
         )
         assert treatment.inclusion == expected
@@ -48,7 +49,7 @@ def test_draws_follow_the_reference_key_layout():
 def test_marginal_exposure_is_one_minus_q_times_rho():
     s = state()
     n = 20_000
-    treatments = [sample_treatment(s, group) for group in range(n)]
+    treatments = [sample_treatment(s, 1 + group // 32, group % 32) for group in range(n)]
     skill_free = sum(t.mode == "skill_free" for t in treatments) / n
     assert skill_free == pytest.approx(0.2, abs=0.01)
     for j, chunk in enumerate(s.chunks):
@@ -60,7 +61,7 @@ def test_marginal_exposure_is_one_minus_q_times_rho():
 
 
 def test_same_coordinates_same_treatment_and_the_state_fingerprint_covers_every_field():
-    assert sample_treatment(state(), 5) == sample_treatment(state(), 5)
+    assert sample_treatment(state(), 2, 5) == sample_treatment(state(), 2, 5)
     ids = {
         state().state_id,
         state(q=0.3).state_id,
@@ -89,3 +90,17 @@ def test_group_consistency_names_the_differing_field():
         check_group_consistent([sibling, {**sibling, "inclusion": (1, 1)}])
     with pytest.raises(InconsistentGroup, match="task_id"):
         check_group_consistent([sibling, sibling, {**sibling, "task_id": "t2"}])
+
+
+def test_only_the_comparison_with_q_and_rho_depends_on_the_curriculum():
+    """Common random numbers: another bank, q or rho reuses the same uniforms, so a larger q is
+    skill-free wherever a smaller one is, and a chunk with a larger rho is in wherever one with a
+    smaller rho is."""
+    low, high = state(q=0.2, bank_id=3), state(q=0.5, bank_id=9)
+    sparse, dense = state(rhos=(0.2, 0.2, 0.2)), state(rhos=(0.9, 0.9, 0.9))
+    for step, group in [(s, g) for s in (1, 2, 7) for g in range(40)]:
+        if sample_treatment(low, step, group).mode == "skill_free":
+            assert sample_treatment(high, step, group).mode == "skill_free"
+        a, b = sample_treatment(sparse, step, group), sample_treatment(dense, step, group)
+        assert (a.mode == "skill_free") == (b.mode == "skill_free")
+        assert all(x <= y for x, y in zip(a.inclusion, b.inclusion, strict=True))
