@@ -167,7 +167,9 @@ def build_evidence(
             "samples": 1,
             "rows": test_rows(columns, names),
         }
-        aa = next((c for c in evaluation["comparisons"] if c.get("kind") == "A/A"), None)
+        # The A/A row of the final bank's condition (the reference run's), else any A/A row.
+        rows = [c for c in evaluation["comparisons"] if c.get("kind") == "A/A"]
+        aa = next((c for c in rows if c["b"] == names["trained/S_T"]), rows[0] if rows else None)
         if aa:
             success = aa["differences"]["r_success"]
             evidence["aa"] = {

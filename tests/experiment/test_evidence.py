@@ -73,8 +73,10 @@ def evaluation(columns: dict[str, list[float]]) -> dict:
         "n_tasks": n,
         "per_task": {"columns": {name: {"r_success": values} for name, values in columns.items()}},
         "comparisons": [
+            {"a": "base/bare/aa", "b": "base/bare", "kind": "A/A",
+             "differences": {"r_success": {"estimate": 0.2, "low": 0.1, "high": 0.3}}},
             {"a": "aa", "b": "intraskill/s0/bank", "kind": "A/A",
-             "differences": {"r_success": {"estimate": -0.01, "low": -0.05, "high": 0.03}}}
+             "differences": {"r_success": {"estimate": -0.01, "low": -0.05, "high": 0.03}}},
         ],
     }  # fmt: skip
 
