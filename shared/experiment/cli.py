@@ -83,6 +83,9 @@ ArmsOption = Annotated[
     str | None, typer.Option(help="comma-separated arms, the first the reference (default: plan)")
 ]
 SeedsOption = Annotated[int | None, typer.Option(min=1, help="training seeds per arm")]
+TestTasksOption = Annotated[
+    int | None, typer.Option(min=1, help="test tasks, shared by all (default: plan)")
+]
 
 
 @app.command()
@@ -98,7 +101,7 @@ def run(
     cold_start_tasks: Annotated[
         int | None, typer.Option(min=1, help="cold-start bare runs")
     ] = None,
-    test_tasks: Annotated[int | None, typer.Option(min=1, help="test tasks, shared by all")] = None,
+    test_tasks: TestTasksOption = None,
 ) -> None:
     """Run every arm x seed as its own `train run`, test them together, write the comparison."""
     from shared.demo.display import DemoDisplay
@@ -140,12 +143,17 @@ def run(
 
 
 @app.command()
-def estimate(config: ConfigOption, arms: ArmsOption = None, seeds: SeedsOption = None) -> None:
+def estimate(
+    config: ConfigOption,
+    arms: ArmsOption = None,
+    seeds: SeedsOption = None,
+    test_tasks: TestTasksOption = None,
+) -> None:
     """GPU-hours and the smallest detectable difference (MDE) of the planned experiment, from
     named, sourced inputs: a summary on stderr, the whole estimate as JSON on stdout."""
     from shared.experiment.budget import experiment_hours, summary
 
-    plan = load_plan(config, arms=arms, seeds=seeds)
+    plan = load_plan(config, arms=arms, seeds=seeds, test_tasks=test_tasks)
     base = tomllib.loads(plan.base.read_text())
     base["rounds"] = plan.rounds
     hours = experiment_hours(
