@@ -14,18 +14,17 @@ Schema (`intraskill-evidence-v1`): {"cards": {"total", "verified", "verified_car
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from shared.experiment.stats import ALPHA, POWER, mde, paired_se, wilson
 from shared.paired_bootstrap import Metric, derived_seed, paired_bootstrap
 
 EVIDENCE_SCHEMA = "intraskill-evidence-v1"
 PRIMARY = "r_strict"  # what gates fit and admit on
 SUCCESS = Metric("r_success", "r_success")
-ALPHA, POWER = 0.05, 0.80
 EFFECT_OF_INTEREST_PP = 10.0  # a null result counts when the design could have seen this
 # The test's four conditions under the experiment's names (the reference arm's first seed).
 TEST_CONDITIONS = {
@@ -77,36 +76,31 @@ def gate_a_evidence(gate: Any, decision: Any | None) -> dict[str, Any]:
     }
 
 
-def wilson(successes: int, n: int) -> tuple[float, float]:
-    from statsmodels.stats.proportion import proportion_confint
-
-    low, high = proportion_confint(successes, n, alpha=ALPHA, method="wilson")
-    return float(low), float(high)
-
-
 def test_rows(columns: Mapping[str, Mapping[str, Sequence[float]]], names: Mapping[str, str]):
     rows = []
     for label, name in names.items():
         if name not in columns:
             continue
         values = np.asarray(columns[name]["r_success"], dtype=float)
-        low, high = wilson(int(values.sum()), len(values))
+        interval = wilson(float(values.mean()), len(values))
         rows.append(
-            {"condition": label, "estimate": float(values.mean()), "ci_low": low, "ci_high": high}
+            {
+                "condition": label,
+                "estimate": interval["estimate"],
+                "ci_low": interval["low"],
+                "ci_high": interval["high"],
+            }
         )
     return rows
 
 
 def paired_mde_pp(differences: np.ndarray) -> float | None:
-    """Smallest paired difference (pp) a two-sided test at ALPHA detects with POWER, from the
-    observed per-task variance of the differences (normal approximation)."""
-    from statistics import NormalDist
-
-    n = len(differences)
-    if n < 2:
+    """Smallest paired difference (pp) a two-sided level-ALPHA test detects with POWER, from the
+    observed per-task variance of the differences (`stats.mde`, the experiment's own rule)."""
+    if len(differences) < 2:
         return None
-    z = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(POWER)
-    return 100 * z * float(np.std(differences, ddof=1)) / math.sqrt(n)
+    se = paired_se(float(np.var(differences, ddof=1)), len(differences))
+    return 100 * mde(se, alpha=ALPHA, power=POWER)
 
 
 def contrast(columns, a: str, b: str) -> dict[str, Any]:

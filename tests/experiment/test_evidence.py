@@ -16,7 +16,6 @@ from shared.experiment.evidence import (
     card_evidence,
     gate_a_evidence,
     paired_mde_pp,
-    wilson,
 )
 
 
@@ -52,11 +51,17 @@ def test_gate_a_rows_read_the_strict_reward_and_the_selection() -> None:
     assert gate_a_evidence(gate, None)["rows"] == []
 
 
-def test_wilson_interval_is_not_zero_width_at_zero_successes() -> None:
-    low, high = wilson(0, 20)
-    # Wilson's upper bound at 0 successes is z^2 / (n + z^2).
+def test_single_rates_carry_wilson_intervals_not_zero_width_ones() -> None:
+    result = build_evidence(
+        cards=[], gate_a=None, s0_size=0, arm="intraskill", phases_done=["test"],
+        evaluation=evaluation({"base/bare": [0.0] * 20, "base/s0": [0.0] * 20,
+                               "intraskill/s0/bare": [0.0] * 20, "intraskill/s0/bank": [0.0] * 20}),
+    )  # fmt: skip
+    row = result["test"]["rows"][0]
+    # Wilson's upper bound at 0 successes of n is z^2 / (n + z^2).
     z2 = 1.959964**2
-    assert low == pytest.approx(0.0, abs=1e-12) and high == pytest.approx(z2 / (20 + z2), rel=1e-4)
+    assert row["ci_low"] == pytest.approx(0.0, abs=1e-12)
+    assert row["ci_high"] == pytest.approx(z2 / (20 + z2), rel=1e-4)
 
 
 def test_mde_from_the_paired_variance() -> None:
