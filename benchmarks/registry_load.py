@@ -573,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         for database in args.database:
             now, then = (
-                next(label for label, (src, db) in labels.items() if src == source and db == database)
+                next(
+                    label for label, (src, db) in labels.items() if src == source and db == database
+                )
                 for source in (ROOT, args.baseline)
             )
             for name in registry_scenarios:
