@@ -21,8 +21,8 @@ from contextlib import contextmanager
 import httpx
 import psycopg
 import pytest
-from live_server import LiveRegistry, unique
-from registry_support import ADMIN_URL, TOKENS, chunk_content, gate_protocol
+from live_server import LiveRegistry, concurrently, unique
+from registry_support import ADMIN_URL, TOKENS, chunk_content, gate_protocol, headers
 
 from shared.registry_api.schemas import REWARD_COMPONENTS, Role
 
@@ -551,3 +551,36 @@ def read_only(database_url: str) -> Iterator[None]:
             yield
         finally:
             admin.execute(f'ALTER DATABASE "{name}" RESET default_transaction_read_only')
+
+
+# ---------------------------------------------------------------- the write path
+
+
+def test_concurrent_card_posts_commit_together_and_fail_alone(registry: LiveRegistry):
+    """Card POSTs share a transaction when they arrive together (group commit); one that
+    fails a check inside the write (an unknown checkpoint) must fail alone: the others are
+    stored and answered 201, each with its own card."""
+    task = unique("group")
+    bodies = [
+        {"round": 0, "task_id": task, "outcome": "NO_PROPOSAL", "eligible": False,
+         "privileged_audit": {}, "extras": {"n": n}}
+        for n in range(20)
+    ]  # fmt: skip
+    bodies[7]["checkpoint_id"] = unique("no-such-checkpoint")
+    requests = [
+        {"method": "POST", "url": "/v1/cards", "json": body, "headers": headers(Role.analyst)}
+        for body in bodies
+    ]
+    answers = concurrently(registry.url, requests)
+    statuses = [answer.status_code for answer in answers]
+    assert statuses[7] == 422, answers[7].text
+    assert statuses[:7] + statuses[8:] == [201] * 19
+    stored = registry.ok("GET", f"/v1/cards?task_id={task}&limit=50")
+    assert stored["total"] == 19
+    by_id = {card["id"]: card["extras"]["n"] for card in stored["items"]}
+    for n, answer in enumerate(answers):
+        if n != 7:
+            assert by_id[answer.json()["id"]] == n
+    for card_id in by_id:  # each stored card has its one audit entry
+        entries = registry.ok("GET", f"/v1/audit?object_type=card&object_id={card_id}")
+        assert [e["action"] for e in entries["items"]] == ["card.create"]
