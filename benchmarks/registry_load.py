@@ -104,6 +104,7 @@ def uvicorn_process(
     env: dict[str, str],
     app_dir: Path | None = None,
     source: Path = ROOT,
+    start_timeout: float = 300,
 ):
     port = free_port()
     command = [
@@ -136,7 +137,7 @@ def uvicorn_process(
     url = f"http://127.0.0.1:{port}"
     try:
         # a loaded machine starts servers slowly
-        wait_until_ready(url, process, path="/openapi.json", timeout=300, poll=0.1)
+        wait_until_ready(url, process, path="/openapi.json", timeout=start_timeout, poll=0.1)
         yield port, process.pid
     finally:
         process.terminate()
@@ -266,7 +267,9 @@ def http_request(
 def seed(url: str) -> tuple[int, str, bytes]:
     """A frozen bank of 10 Chinese chunks; returns its id, ETag and document bytes."""
     with httpx.Client(
-        base_url=url, headers={"Authorization": f"Bearer {TOKENS['operator']}"}
+        base_url=url,
+        headers={"Authorization": f"Bearer {TOKENS['operator']}"},
+        timeout=120,  # a loaded machine answers slowly
     ) as http:
         versions = []
         for index in range(10):
@@ -369,7 +372,9 @@ def measure(
         ]
         env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(grants)}
         app = "services.registry.app:create_app"
-        with uvicorn_process(app, workers=args.workers, env=env, source=source) as server:
+        with uvicorn_process(
+            app, workers=args.workers, env=env, source=source, start_timeout=args.start_timeout
+        ) as server:
             bank_id, etag, document = seed(f"http://127.0.0.1:{server[0]}")
             get = always(http_request("GET", f"/v1/banks/{bank_id}", token=TOKENS["reader"]))
             card = json.dumps(CARD).encode()
@@ -459,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=2, help="uvicorn workers for both servers")
     parser.add_argument("--repeat", type=int, default=1, help="rounds over the scenarios")
+    parser.add_argument(
+        "--start-timeout", type=float, default=300, help="seconds a server may take to start"
+    )
     parser.add_argument(
         "--scenarios", nargs="+", choices=ALL_SCENARIOS, default=list(ALL_SCENARIOS)
     )
@@ -573,7 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         for database in args.database:
             now, then = (
-                next(label for label, (src, db) in labels.items() if src == source and db == database)
+                next(
+                    label for label, (src, db) in labels.items() if src == source and db == database
+                )
                 for source in (ROOT, args.baseline)
             )
             for name in registry_scenarios:

@@ -8,6 +8,7 @@ agree byte for byte.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from typing import Annotated
@@ -26,13 +27,35 @@ def nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+# Characters that render as nothing (or as blank) outside category Cf: Unicode's
+# Default_Ignorable_Code_Point set (DerivedCoreProperties.txt) less its Cf members, which the
+# category test catches, plus the blank braille pattern.
+_INVISIBLE_OUTSIDE_CF = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u180f\u2800\u3164"
+    "\ufe00-\ufe0f\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
+# What may be unprintable yet visible in text: line breaks, tabs and spaces of every width.
+_VISIBLE_UNPRINTABLE = frozenset("\n\r\t")
+
+
 def no_invisible(text: str) -> str:
-    """Refuse invisible format characters (Unicode category Cf: zero-width spaces and joiners,
-    word joiners, BOMs, bidirectional overrides), which make look-alike titles; refused rather
-    than stripped, so what is stored is exactly what was sent."""
-    for char in text:
-        if unicodedata.category(char) == "Cf":
-            raise ValueError(f"must not contain invisible format characters (U+{ord(char):04X})")
+    """Refuse invisible characters: format characters (category Cf: zero-width spaces and
+    joiners, word joiners, BOMs, bidirectional marks and overrides) and the other characters
+    that draw nothing (fillers, variation selectors, the grapheme joiner, a blank braille
+    cell). They make look-alike text and hide instructions in what a prompt renders; refused
+    rather than stripped, so what is stored is exactly what was sent. One rule for every
+    text field of every contract."""
+    if not text.isprintable():  # the C-speed test passes ordinary text without a loop
+        for char in text:
+            if (
+                not char.isprintable()
+                and char not in _VISIBLE_UNPRINTABLE
+                and unicodedata.category(char) == "Cf"
+            ):
+                raise ValueError(f"must not contain invisible characters (U+{ord(char):04X})")
+    found = _INVISIBLE_OUTSIDE_CF.search(text)
+    if found:
+        raise ValueError(f"must not contain invisible characters (U+{ord(found[0]):04X})")
     return text
 
 
@@ -46,6 +69,7 @@ FieldText = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FIELD_CHARS),
     AfterValidator(nfc),
+    AfterValidator(no_invisible),
 ]
 
 # The reference's renderer `plain-skill-context-v1`: a header, a caveat line, then one tagged

@@ -32,6 +32,7 @@ from services.registry.evidence.routes import router as evidence_router
 from services.registry.gates.routes import router as gates_router
 from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
+from services.registry.unit_of_work import GroupCommit
 from shared.auth import TokenTable, publish_roles
 from shared.observability import ServiceMetrics, instrument
 from shared.registry_api.schemas import MAX_JSON_DEPTH
@@ -44,9 +45,22 @@ MAX_REQUEST_JSON_DEPTH = 2 * MAX_JSON_DEPTH
 READY_PROBES_AT_ONCE = 4
 
 
-def _ping(engine: Engine) -> None:
-    with engine.connect() as connection:
-        connection.exec_driver_sql("SELECT 1")
+def _probe_write(engine: Engine) -> None:
+    """The cheapest write each database commits to disk: a read-only file, a full disk or a
+    read-only server fail it, where `SELECT 1` still answered."""
+    with engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            # Rewrites the header's user_version with its own value: one page, committed.
+            version = int(connection.exec_driver_sql("PRAGMA user_version").scalar_one())
+            connection.exec_driver_sql(f"PRAGMA user_version = {version}")
+            return
+        # Assigning a transaction id makes the commit write and flush a WAL record (a standby
+        # refuses it); a read-only default refuses every write yet lets this through, so asked.
+        read_only = connection.exec_driver_sql(
+            "SELECT current_setting('transaction_read_only'), pg_current_xact_id()"
+        ).first()[0]
+        if read_only == "on":
+            raise ServiceUnavailable("the database takes no writes (read-only); retry shortly")
 
 
 def _watch_pool(metrics: ServiceMetrics, prefix: str, engine: Engine) -> None:
@@ -97,6 +111,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     probe_limiter = anyio.CapacityLimiter(READY_PROBES_AT_ONCE)
     app.state.tokens = TokenTable(settings.tokens)
     app.state.bank_cache = FrozenBankCache(settings.bank_cache_size)
+    app.state.group_commit = GroupCommit()
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
     app.add_middleware(
@@ -138,14 +153,17 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     @app.get(
         "/readyz",
         tags=["meta"],
-        responses={503: {"description": "the database does not answer; Retry-After set"}},
+        responses={
+            503: {"description": "the database does not answer or take writes; Retry-After set"}
+        },
     )
     async def readyz() -> dict[str, str]:
-        """Readiness: the database answers a query on a connection of the probe's own, within
-        `ready_timeout_s` (503 + Retry-After when it does not), whatever the pool is doing."""
+        """Readiness: the database commits a probe write (`_probe_write`) on a connection of
+        the probe's own, within `ready_timeout_s` (503 + Retry-After when it does not),
+        whatever the pool is doing."""
         with anyio.move_on_after(settings.ready_timeout_s):
             await anyio.to_thread.run_sync(
-                _ping, probe_engine, abandon_on_cancel=True, limiter=probe_limiter
+                _probe_write, probe_engine, abandon_on_cancel=True, limiter=probe_limiter
             )
             return {"status": "ready"}
         raise ServiceUnavailable(

@@ -1,5 +1,5 @@
-"""Refuse request bodies over a size limit (413) or nested too deeply (422), before any of it
-is parsed or stored."""
+"""Refuse request bodies over a size limit (413), not UTF-8 (415) or nested too deeply (422),
+before any of it is parsed or stored."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_A_BRACKET = re.compile(rb"[^\[\]{}]+")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# The parser (json.loads on bytes) also reads UTF-16 and UTF-32, which the byte scan below
+# cannot see brackets in; only UTF-8 (with or without a BOM) is let through to it.
+_UTF8 = ("utf-8", "utf-8-sig")
 
 
 def nesting_depth(body: bytes, limit: int) -> int:
@@ -27,7 +30,8 @@ def nesting_depth(body: bytes, limit: int) -> int:
 
 class BodySizeLimit:
     """ASGI middleware: 413 when Content-Length, or the bytes actually sent, pass `max_bytes`;
-    422 when the body nests arrays and objects deeper than `max_depth`.
+    415 when the body is JSON in another encoding than UTF-8; 422 when it nests arrays and
+    objects deeper than `max_depth`.
 
     The body is read here in full (the app would buffer it anyway) so that a chunked upload
     declaring no length is measured too, and the app then sees it as one message. The depth
@@ -63,6 +67,9 @@ class BodySizeLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
+        if body and json.detect_encoding(body) not in _UTF8:
+            await _answer(send, 415, {"detail": "a JSON body must be UTF-8 (RFC 8259)"})
+            return
         if nesting_depth(body, self.max_depth) > self.max_depth:
             await self._too_deep(send)
             return

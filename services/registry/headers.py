@@ -1,16 +1,21 @@
-"""Headers every registry answer carries, whichever layer produced it."""
+"""Header rules of every registry request and answer, whichever layer handles it."""
 
 from __future__ import annotations
+
+import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Answers are JSON (or empty): a browser must never sniff one into HTML or script, which is
 # what a stored free-form document could otherwise be made to look like.
 _ALWAYS = [(b"x-content-type-options", b"nosniff")]
+_TWO_AUTHORIZATIONS = json.dumps({"detail": "send one Authorization header, not several"}).encode()
 
 
 class StandardHeaders:
-    """ASGI middleware, outermost: adds `_ALWAYS` to every HTTP response start."""
+    """ASGI middleware, outermost: adds `_ALWAYS` to every HTTP response start, and answers 400
+    to a request with more than one Authorization header (layers disagreed on which counts:
+    the frozen-bank cache read the last, the routes the first)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -25,4 +30,17 @@ class StandardHeaders:
                 message = {**message, "headers": [*message.get("headers", []), *_ALWAYS]}
             await send(message)
 
+        if [name for name, _ in scope["headers"]].count(b"authorization") > 1:
+            await send_with_headers(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", b"%d" % len(_TWO_AUTHORIZATIONS)),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": _TWO_AUTHORIZATIONS})
+            return
         await self.app(scope, receive, send_with_headers)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from shared.chunks import ChunkContent, nfc
+from shared.chunks import ChunkContent, nfc, no_invisible
 from shared.hashing import content_hash
 
 MAX_ID = 2**31 - 1
@@ -62,7 +62,13 @@ def _no_nul(value: str) -> str:
 def _finite(value: float) -> float:
     if not math.isfinite(value):
         raise ValueError("must be a finite number")
-    return value
+    return _positive_zero(value)
+
+
+def _positive_zero(value: float) -> float:
+    # -0.0 + 0.0 is 0.0: one zero, so a value hashes and reads back alike on every database
+    # (Postgres keeps -0.0 in a float column and SQLite does not; JSONB drops its sign).
+    return value + 0.0
 
 
 def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> tuple[tuple, str] | None:
@@ -125,6 +131,8 @@ def _sorted_keys(value: Any) -> Any:
         return {key: _sorted_keys(value[key]) for key in sorted(value)}
     if isinstance(value, list):
         return [_sorted_keys(item) for item in value]
+    if isinstance(value, float):
+        return _positive_zero(value)
     return value
 
 
@@ -135,11 +143,20 @@ StrictBool = Annotated[bool, Strict()]
 Id = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
 Count = Annotated[int, Strict(), Field(ge=0, le=MAX_ID)]
 Finite = Annotated[float, Strict(), AfterValidator(_finite)]
-Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0)]
+Probability = Annotated[float, Strict(), Field(ge=0.0, le=1.0), AfterValidator(_positive_zero)]
 # A free-form document as read back (keys sorted); `FreeJsonIn` is one a client may send.
 FreeJson = Annotated[dict[str, Any], AfterValidator(_sorted_keys)]
 FreeJsonIn = Annotated[dict[str, Any], AfterValidator(_shallow), AfterValidator(_sorted_keys)]
 Text = Annotated[
+    str,
+    StringConstraints(max_length=4000),
+    AfterValidator(_no_nul),
+    AfterValidator(nfc),
+    AfterValidator(no_invisible),
+]
+# Text quoted as found (a firewall finding's match): kept exactly, invisible characters too,
+# since they may be what the finding is about.
+QuotedText = Annotated[
     str, StringConstraints(max_length=4000), AfterValidator(_no_nul), AfterValidator(nfc)
 ]
 Name = Annotated[
@@ -150,12 +167,14 @@ Label = Annotated[
     StringConstraints(min_length=1, max_length=200),
     AfterValidator(_no_nul),
     AfterValidator(nfc),
+    AfterValidator(no_invisible),
 ]
 Reason = Annotated[
     str,
     StringConstraints(min_length=1, max_length=2000),
     AfterValidator(_no_nul),
     AfterValidator(nfc),
+    AfterValidator(no_invisible),
 ]
 Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Binary = Annotated[int, Strict(), Field(ge=0, le=1)]
@@ -725,7 +744,7 @@ class DecisionPublic(_Out):
 
 class FirewallFinding(_Wire):
     rule: Label
-    text: Text
+    text: QuotedText
     field: Label | None = None
 
 

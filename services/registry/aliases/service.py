@@ -68,17 +68,20 @@ def _check_target(session: Session, bank_id: int, gate_decision_id: int | None) 
         gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
 
-# Characters that read as others in an alias name (Unicode TR39's confusables among the
-# characters a name may hold), and the separators a reader's eye skips.
-_CONFUSABLES = (("rn", "m"), ("vv", "w"), ("0", "o"), ("1", "l"), ("|", "l"))
+# Characters that read as one another in an alias name (Unicode TR39's confusables among the
+# characters a name may hold), folded to one of each class after casefolding (so I is i):
+# the thin strokes 1 i l |, the rounds 0 o; then the pairs that read as one letter, rn and cl.
+_LOOK_ALIKE_LETTERS = str.maketrans({"1": "l", "i": "l", "|": "l", "0": "o"})
+_LOOK_ALIKE_PAIRS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
 _SEPARATORS = re.compile(r"[._\-\s]+")
 
 
 def skeleton(name: str) -> str:
     """What `name` looks like: case, width, separators and look-alike characters folded."""
     folded = _SEPARATORS.sub("", unicodedata.normalize("NFKC", name).casefold())
-    for look_alike, letter in _CONFUSABLES:
-        folded = folded.replace(look_alike, letter)
+    folded = folded.translate(_LOOK_ALIKE_LETTERS)
+    for pair, letter in _LOOK_ALIKE_PAIRS:
+        folded = folded.replace(pair, letter)
     return folded
 
 

@@ -16,9 +16,23 @@ from services.registry.audit.models import AuditEntry
 _INSERT_ENTRY = insert(AuditEntry.__table__)
 
 
-def append(session: Session, values: dict[str, Any]) -> None:
-    """Insert one entry: every column but `id`."""
-    session.connection().execute(_INSERT_ENTRY, values)
+# Any fixed 64-bit number, the same in every registry process on one database.
+_COMMIT_ORDER_LOCK = 0x1A5D17_0001
+
+
+def append_in_commit_order(session: Session, entries: list[dict[str, Any]]) -> None:
+    """Insert entries (every column but `id`) as the transaction's last statement.
+
+    Postgres draws ids from a sequence when the row is inserted, not when it commits: a writer
+    that inserts id 7 and commits after the writer of id 8 lands behind a reader that already
+    read past 8. So ids are drawn under a transaction-scoped advisory lock that the commit
+    releases: one writer at a time between its audit insert and its commit, and id order is
+    commit order. SQLite needs nothing: it has one writer at a time already.
+    """
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_COMMIT_ORDER_LOCK})")
+    connection.execute(_INSERT_ENTRY, entries)
 
 
 def list_entries(
@@ -57,3 +71,13 @@ def list_entries(
         .all()
     )
     return rows, total
+
+
+def first_action(session: Session, *, object_type: str, object_id: str) -> str | None:
+    """The action of an object's first audit entry (the write that made it), or None."""
+    return session.execute(
+        select(AuditEntry.action)
+        .where(AuditEntry.object_type == object_type, AuditEntry.object_id == object_id)
+        .order_by(AuditEntry.id)
+        .limit(1)
+    ).scalar_one_or_none()

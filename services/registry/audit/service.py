@@ -15,6 +15,8 @@ from services.registry.pagination import page
 from shared.auth import Principal
 from shared.registry_api.schemas import AuditEntryPublic, Page
 
+_RECORDED = "audit_entries"  # session.info key: the entries this transaction will insert
+
 
 def _document(value: BaseModel | dict[str, Any] | None) -> dict[str, Any] | None:
     if value is None or isinstance(value, dict):
@@ -32,9 +34,9 @@ def record(
     before: BaseModel | dict[str, Any] | None = None,
     after: BaseModel | dict[str, Any] | None = None,
 ) -> None:
-    """Append one audit entry (same transaction as the write it describes)."""
-    repository.append(
-        session,
+    """Append one audit entry to the write's transaction; it is inserted at the end of the
+    unit of work (`insert_recorded`), just before the commit."""
+    session.info.setdefault(_RECORDED, []).append(
         {
             "at": utcnow(),
             "actor": principal.name,
@@ -44,8 +46,16 @@ def record(
             "object_id": str(object_id),
             "before": _document(before),
             "after": _document(after),
-        },
+        }
     )
+
+
+def insert_recorded(session: Session) -> None:
+    """Insert the entries recorded in this transaction, last thing before its commit, so that
+    entry ids follow commit order (`repository.append_in_commit_order`)."""
+    entries = session.info.pop(_RECORDED, None)
+    if entries:
+        repository.append_in_commit_order(session, entries)
 
 
 def list_entries(
@@ -86,3 +96,8 @@ def _entry_public(row: Any) -> AuditEntryPublic:
             for side, document in (("before", entry.before), ("after", entry.after))
         }
     )
+
+
+def made_by(session: Session, *, object_type: str, object_id: object) -> str | None:
+    """The audit action that created an object (its first entry), or None."""
+    return repository.first_action(session, object_type=object_type, object_id=str(object_id))

@@ -15,7 +15,13 @@ from services.registry.banks.models import Bank, BankEntry
 from services.registry.chunks import repository as chunks_repository
 from services.registry.chunks import service as chunks
 from services.registry.concurrency import quote_etag
-from services.registry.errors import Conflict, FieldInvalid, IntegrityViolation, NotFound
+from services.registry.errors import (
+    Conflict,
+    FieldInvalid,
+    Forbidden,
+    IntegrityViolation,
+    NotFound,
+)
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
@@ -38,6 +44,7 @@ from shared.registry_api.schemas import (
     RenderedBank,
     RewrittenChunk,
     RhoChange,
+    Role,
 )
 
 
@@ -230,6 +237,24 @@ def _entries_in(public: BankPublic) -> list[BankEntryIn]:
     ]
 
 
+# Drafts an operator alone may make (retire or restore a chunk); they stay the operator's.
+OPERATOR_DRAFTS = ("bank.retire_chunk", "bank.restore_chunk")
+
+
+def _require_draft_editor(session: Session, principal: Principal, bank: Bank) -> None:
+    """403 unless `principal` may edit or copy the draft `bank`: an operator's retire or
+    restore draft is the operator's until it is frozen, or another role could put the retired
+    chunk back (PATCH, or copy + PATCH) and freeze the result."""
+    if principal.role == Role.operator or bank.status != BankStatus.draft:
+        return
+    made = audit.made_by(session, object_type="bank", object_id=bank.id)
+    if made in OPERATOR_DRAFTS:
+        raise Forbidden(
+            f"bank {bank.id} is an operator's draft ({made}); only an operator edits or "
+            "copies it before it is frozen"
+        )
+
+
 def create_bank(*, session: Session, principal: Principal, data: BankCreate) -> BankPublic:
     """A new draft: explicit entries, or a copy of `from_bank_id` (its parent by default)."""
     entries = list(data.entries)
@@ -240,6 +265,7 @@ def create_bank(*, session: Session, principal: Principal, data: BankCreate) -> 
         source = repository.get(session, data.from_bank_id)
         if source is None:
             raise FieldInvalid(("body", "from_bank_id"), f"bank {data.from_bank_id} not found")
+        _require_draft_editor(session, principal, source)
         entries = _entries_in(document(session, source))
         parent_bank_id = parent_bank_id or source.id
     _check_references(
@@ -269,6 +295,7 @@ def update_bank(
         raise NotFound("bank", bank_id)
     if bank.status != BankStatus.draft:
         raise Conflict(f"bank {bank_id} is {bank.status}; only drafts can change")
+    _require_draft_editor(session, principal, bank)
     before = document(session, bank)
     changes = data.model_dump(exclude_unset=True, exclude={"entries"})
     _check_references(

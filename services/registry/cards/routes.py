@@ -32,6 +32,7 @@ async def create_card(data: CardCreate, write: AnalystWrite) -> Response:
         lambda session: service.create_card(session=session, principal=write.principal, data=data),
         status_code=status.HTTP_201_CREATED,
         headers=lambda card: {"Location": f"/v1/cards/{card.id}"},
+        insert_only=True,
     )
 
 
