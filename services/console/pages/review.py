@@ -35,13 +35,8 @@ def review_queue(
         if card.firewall_findings and session.sees_privileged_audit
     }
     return render(
-        request,
-        "review.html",
-        session,
-        round=round,
-        candidates=candidates,
-        cards=cards,
-        findings=findings,
+        request, "review.html", session,
+        round=round, candidates=candidates, cards=cards, findings=findings,
     )
 
 
