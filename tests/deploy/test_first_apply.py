@@ -113,6 +113,8 @@ def test_the_docs_say_no_other_gpu_count_for_an_overlay() -> None:
     text = DOC.read_text()
     totals = {overlay: counts["GPUs in all"] for overlay, counts in documented_gpus().items()}
     for overlay in ("dev", "prod"):
-        line = next(ln for ln in text.splitlines() if ln.startswith(f"deploy/k8s/overlays/{overlay}/ "))
+        line = next(
+            ln for ln in text.splitlines() if ln.startswith(f"deploy/k8s/overlays/{overlay}/ ")
+        )
         assert f"{totals[overlay]} GPUs" in line, line
     assert "one small GPU" not in text and "4+4" not in text
