@@ -108,13 +108,24 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the registry (default: an embedded SQLite file, migrated on start)."""
+    settings = RegistrySettings()
+    if not settings.tokens and not is_loopback(host):
+        # A deployment binds every interface: a minted token would be an operator token that
+        # only the log knows, on a server anyone on the network reaches.
+        typer.echo(
+            f"refusing to serve on {host} without REGISTRY_TOKENS: set the grant list "
+            "(`intraskill registry token` mints one); only a registry bound to loopback "
+            "mints a demo operator token.",
+            err=True,
+        )
+        raise typer.Exit(2)
+
     import uvicorn
 
     from services.registry.migrate import upgrade
     from services.registry.roles import owner_rights
     from shared.observability import uvicorn_logging
 
-    settings = RegistrySettings()
     if migrate_first:
         upgrade(settings.database_url)
     rights = owner_rights(settings.database_url)
@@ -130,16 +141,6 @@ def serve(
         logging.getLogger("intraskill.registry").warning(
             "serving with owner rights (--allow-owner): %s", rights
         )
-    if not settings.tokens and not is_loopback(host):
-        # A deployment binds every interface: a minted token would be an operator token that
-        # only the log knows, on a server anyone on the network reaches.
-        typer.echo(
-            f"refusing to serve on {host} without REGISTRY_TOKENS: set the grant list "
-            "(`intraskill registry token` mints one); only a registry bound to loopback "
-            "mints a demo operator token.",
-            err=True,
-        )
-        raise typer.Exit(2)
     if not settings.tokens:
         # Demo mode: no tokens configured, so mint an operator token for this run only. The
         # workers read settings from the environment, hence the variable.

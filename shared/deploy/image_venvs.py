@@ -99,9 +99,10 @@ def dependencies_key() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def venv_for(service: str, *, say=print) -> Path:
-    """The venv of `intraskill/<service>`'s image, built if this install was never built."""
-    commands = install_commands((DOCKER / f"{service}.Dockerfile").read_text())
+def venv_for(service: str, *, docker: Path = DOCKER, say=print) -> Path:
+    """The venv of `intraskill/<service>`'s image (its Dockerfile in `docker`), built if this
+    install was never built."""
+    commands = install_commands((docker / f"{service}.Dockerfile").read_text())
     python = interpreter()
     recipe = repr(([localize(c, "WHEEL") for c in commands], dependencies_key(), python))
     # images with the same install share one venv (registry, evaluator and console do)
@@ -119,7 +120,10 @@ def venv_for(service: str, *, say=print) -> Path:
         (wheel,) = Path(wheels).glob("intraskill-*.whl")
         subprocess.run([python, "-m", "venv", str(folder)], check=True)
         for command in commands:
-            argv = [str(folder / "bin" / "pip"), "install", "-q", *localize(command, str(wheel))]
+            # --no-compile: bytecode is a cache, not a dependency (the images set
+            # PYTHONDONTWRITEBYTECODE); compiling torch's files takes minutes on a busy machine
+            argv = [str(folder / "bin" / "pip"), "install", "-q", "--no-compile",
+                    *localize(command, str(wheel))]  # fmt: skip
             say("    " + shlex.join(argv))
             subprocess.run(argv, check=True)
     # the container reads it as uid 10001

@@ -54,10 +54,10 @@ class Image:
     cmd: list[str]
 
 
-def image_of(reference: str) -> Image:
-    """The Dockerfile behind an `intraskill/<service>:<tag>` image."""
+def image_of(reference: str, docker: Path = DOCKER) -> Image:
+    """The Dockerfile behind an `intraskill/<service>:<tag>` image (in `docker`)."""
     service = reference.removeprefix(IMAGE_PREFIX).split(":")[0]
-    return parse_dockerfile((DOCKER / f"{service}.Dockerfile").read_text())
+    return parse_dockerfile((docker / f"{service}.Dockerfile").read_text())
 
 
 def parse_dockerfile(text: str) -> Image:

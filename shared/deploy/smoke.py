@@ -158,7 +158,11 @@ class Smoke:
     cgroups: dict[str, sandbox.MemoryCgroup] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.objects = Objects(render(K8S / "overlays" / self.overlay))
+        # an overlay's name, or the path of an overlay in another copy of deploy/ (whose
+        # Dockerfiles then define the images: how a changed tree is tried without editing this)
+        path = Path(self.overlay) if "/" in self.overlay else K8S / "overlays" / self.overlay
+        self.docker = path.resolve().parents[2] / "docker"
+        self.objects = Objects(render(path))
         # one loopback port per port of each Service
         self.ports = {
             (name, int(port["port"])): free_port()
@@ -236,7 +240,7 @@ class Smoke:
             return Path(sys.executable).parent
         service = image_venvs.service_of(unit.container["image"])
         with self.lock:  # one build at a time; pods of one image share it
-            return image_venvs.venv_for(service, say=self.say) / "bin"
+            return image_venvs.venv_for(service, docker=self.docker, say=self.say) / "bin"
 
     def user(self, unit: Unit) -> sandbox.User:
         """The container's user: runAsUser and runAsGroup (container over pod), and fsGroup."""
@@ -321,7 +325,7 @@ class Smoke:
     # -- one container ---------------------------------------------------------------------
 
     def argv(self, unit: Unit, env: dict[str, str]) -> list[str]:
-        image = image_of(unit.container["image"])
+        image = image_of(unit.container["image"], self.docker)
         command = unit.container.get("command") or image.entrypoint
         args = (
             unit.container.get("args")
@@ -341,7 +345,7 @@ class Smoke:
     def env(self, unit: Unit) -> dict[str, str]:
         """The container's environment as the pod has it (image ENV, then its rendered env),
         with the TEST DOUBLE settings and its unfronted ports moved to free ones."""
-        image = image_of(unit.container["image"]).env if not unit.is_postgres else {}
+        image = image_of(unit.container["image"], self.docker).env if not unit.is_postgres else {}
         env = {**image, **self.objects.env(unit.container)}
         env |= TEST_DOUBLE_ENV.get(unit.pod, {})
         ports = self.unfronted_ports(unit)
@@ -375,7 +379,9 @@ class Smoke:
     def start(self, unit: Unit) -> tuple[subprocess.Popen, Path]:
         folders, writable, read_only = self.mounts(unit)
         home = self.work / "pods" / unit.pod / "home"
-        workdir = "/" if unit.is_postgres else image_of(unit.container["image"]).workdir
+        workdir = (
+            "/" if unit.is_postgres else image_of(unit.container["image"], self.docker).workdir
+        )
         with self.lock:
             if not home.exists():
                 home.mkdir(parents=True)
@@ -542,6 +548,11 @@ class Smoke:
             self.say(f"  left out: {line}")
         for line in SUBSTITUTIONS:
             self.say(f"  substituted: {line}")
+        if not self.image_venvs:
+            self.say(
+                "  substituted: --this-python: every container on this Python's environment as "
+                "the invoking user (a dependency missing from an image cannot show)"
+            )
         if not sandbox.MemoryCgroup.supported():
             self.say("  substituted: memory limits NOT enforced (no writable memory cgroup)")
         if self.image_venvs:  # built before the clock of any pod starts
@@ -606,10 +617,15 @@ class Smoke:
             limit = unit.container["resources"]["limits"]["memory"]
             self.say(f"  memory {label}: peak {group.peak_bytes() / 2**20:.0f} MiB of {limit}")
         count = sum(len(units) for units in pods.values())
+        how = (
+            "each from its image's venv as its pod's user"
+            if self.image_venvs
+            else "on THIS PYTHON's environment (--this-python: not the images' venvs)"
+        )
         return (
             f"deploy smoke {self.overlay}: ok, {count} containers from the rendered manifests, "
-            "started together, each from its image's venv as its pod's user under its memory "
-            f"limit; S_0 from the deployment's bank-s0 Job; round 0 gated on "
+            f"started together, {how}, under their memory limits; "
+            f"S_0 from the deployment's bank-s0 Job; round 0 gated on "
             f"{first['checkpoint_id']} (loaded into vllm-eval, a TEST DOUBLE, with its API key), "
             f"bank {first['bank_id']} -> {first['next_bank_id']}, {seconds:.0f} s"
         )
