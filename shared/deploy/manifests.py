@@ -33,7 +33,7 @@ def kubectl() -> str:
 def render(path: Path) -> list[dict]:
     """`kubectl kustomize path`, as a list of objects in the order kustomize emits them."""
     out = subprocess.run(
-        [kubectl(), "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=120
+        [kubectl(), "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=600
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
