@@ -25,4 +25,4 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 ENTRYPOINT ["intraskill", "registry"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8000", "--no-migrate", "--workers", "2"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8000", "--no-migrate", "--workers", "1"]

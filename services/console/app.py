@@ -19,6 +19,7 @@ from services.console.pages import audit, auth, banks, chunks, episodes, gates, 
 from services.console.sessions import SessionStore
 from services.console.settings import ConsoleSettings, get_settings
 from services.console.views import HERE, render
+from shared.observability import instrument
 from shared.registry_api.client import RegistryError
 
 log = logging.getLogger("intraskill.console")
@@ -128,6 +129,8 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
             response.headers.setdefault(name, value)
         return response
 
+    # outermost: counts and times every page (the monitoring component scrapes /metrics)
+    instrument(app, "console")
     _install_error_pages(app)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     for page in (auth, banks, chunks, gates, review, episodes, audit):

@@ -37,13 +37,25 @@ def migrate(
         str | None,
         typer.Option(help="Postgres: grant this existing role what the app needs, no ownership"),
     ] = None,
+    wait_for_database: Annotated[
+        float,
+        typer.Option(
+            min=0, help="seconds to wait for the database to accept a connection (0: fail at once)"
+        ),
+    ] = 0.0,
 ) -> None:
     """Bring the database schema to the latest revision (Alembic), as the schema's owner."""
-    from services.registry.migrate import grant_app_role, upgrade
+    from services.registry.migrate import grant_app_role, upgrade, wait_until_database_answers
 
     settings = (
         RegistrySettings() if database_url is None else RegistrySettings(database_url=database_url)
     )
+    if wait_for_database > 0:
+        try:
+            wait_until_database_answers(settings.database_url, wait_for_database)
+        except RuntimeError as error:
+            typer.echo(f"intraskill registry migrate: {error}", err=True)
+            raise typer.Exit(1) from None
     upgrade(settings.database_url)
     typer.echo(f"migrated {settings.database_url.split('@')[-1]}")
     if app_role:
@@ -68,6 +80,18 @@ def token(
     typer.echo(f"grant: {grant.model_dump_json(exclude_defaults=True)}")
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` binds only this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @app.command()
 def serve(
     host: str = "127.0.0.1",
@@ -84,13 +108,24 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the registry (default: an embedded SQLite file, migrated on start)."""
+    settings = RegistrySettings()
+    if not settings.tokens and not is_loopback(host):
+        # A deployment binds every interface: a minted token would be an operator token that
+        # only the log knows, on a server anyone on the network reaches.
+        typer.echo(
+            f"refusing to serve on {host} without REGISTRY_TOKENS: set the grant list "
+            "(`intraskill registry token` mints one); only a registry bound to loopback "
+            "mints a demo operator token.",
+            err=True,
+        )
+        raise typer.Exit(2)
+
     import uvicorn
 
     from services.registry.migrate import upgrade
     from services.registry.roles import owner_rights
     from shared.observability import uvicorn_logging
 
-    settings = RegistrySettings()
     if migrate_first:
         upgrade(settings.database_url)
     rights = owner_rights(settings.database_url)

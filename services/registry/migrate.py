@@ -46,6 +46,8 @@ def app_role_grants(role: str) -> list[str]:
     """The statements that give `role` exactly what the registry does: read everything,
     append to every table, update the columns above, delete a draft's entries."""
     statements = [
+        # Postgres < 15 lets every role create objects in `public`; nobody but its owner may.
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
         f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}",
         f"GRANT USAGE ON SCHEMA public TO {role}",
         f"GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA public TO {role}",
@@ -78,5 +80,41 @@ def grant_app_role(database_url: str, role: str) -> None:
         with engine.begin() as connection:
             for statement in app_role_grants(role):
                 connection.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+def wait_until_database_answers(
+    database_url: str, within_s: float, *, say=print, poll_s: float = 2.0
+) -> None:
+    """Return once the database accepts a connection; RuntimeError after `within_s` seconds.
+
+    On a fresh cluster the migrate Job starts with the database, which takes a while to accept
+    connections; waiting here keeps a slow start from spending the Job's retries."""
+    import time
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    engine = create_engine(database_url, pool_pre_ping=False)
+    deadline = time.monotonic() + within_s
+    said_at = float("-inf")
+    try:
+        while True:
+            try:
+                with engine.connect() as connection:
+                    connection.execute(text("SELECT 1"))
+                return
+            except OperationalError as error:
+                now = time.monotonic()
+                reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+                if now >= deadline:
+                    raise RuntimeError(
+                        f"the database did not accept a connection in {within_s:.0f} s: {reason}"
+                    ) from None
+                if now - said_at >= 30:
+                    say(f"waiting for the database ({reason}); {deadline - now:.0f} s left")
+                    said_at = now
+                time.sleep(poll_s)
     finally:
         engine.dispose()

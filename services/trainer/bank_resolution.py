@@ -10,6 +10,7 @@ from __future__ import annotations
 from services.trainer.ablations import unmasked
 from services.trainer.config import TrainerConfig
 from services.trainer.run_context import RunContext, RunError
+from services.trainer.service_wait import wait_for_alias
 from services.trainer.treatments import CurriculumChunk, CurriculumState
 from shared.chunks import InjectedChunk
 from shared.inclusion import rho_from_coefficients
@@ -59,15 +60,22 @@ def curriculum_from_bank(
 
 
 def resolve_initial_bank(
-    context: RunContext, name: str, *, local_operator: RegistryClient | None
+    context: RunContext, name: str, *, local_operator: RegistryClient | None, wait_s: float = 0.0
 ) -> int:
     """S_0's id: `name` is an id or an alias. Only our own local registry (`local_operator`
-    given) may get a stand-in S_0 when the alias is missing."""
+    given) may get a stand-in S_0 when the alias is missing; a registry given by URL may get
+    the alias within `wait_s` seconds (the deployment's bank-s0 Job makes it)."""
     if name.isdigit():
         return int(name)
     try:
         return context.clients.registry.get_alias(name).bank_id
     except NotFound:
+        if local_operator is None and wait_s > 0:
+            bank_id = wait_for_alias(
+                context.clients.registry, name, within_s=wait_s, say=context.console.print
+            )
+            if bank_id is not None:
+                return bank_id
         if local_operator is not None:
             config = context.config
             return seed_standin_s0(
@@ -79,8 +87,10 @@ def resolve_initial_bank(
                 rho_min=config.rho_min,
                 rho_max=config.rho_max,
             )
+        waited = f" after waiting {wait_s:.0f} s" if wait_s > 0 else ""
         raise RunError(
-            f"no bank behind alias {name!r}: run the cold start first or pass --initial-bank"
+            f"no bank behind alias {name!r}{waited}: run the cold start first (or the "
+            "deployment's bank-s0 Job) or pass --initial-bank"
         ) from None
 
 

@@ -71,6 +71,15 @@ def run(
             help="serve Prometheus /metrics (step time, episodes, reward, gates) on this port",
         ),
     ] = None,
+    wait_for_services: Annotated[
+        float,
+        typer.Option(
+            envvar="TRAINER_WAIT_FOR_SERVICES",
+            min=0,
+            help="seconds to wait for the services given by URL, the rollout servers and S_0 "
+            "(a cluster starts them all at once); 0: fail at once",
+        ),
+    ] = 0.0,
     json_logs: Annotated[
         bool,
         typer.Option(
@@ -104,7 +113,10 @@ def run(
         raise fail(error, 2) from None
     if metrics_port is not None:
         serve_run_metrics(out, metrics_port)
-    urls = ServiceUrls(registry=registry_url, evaluator=evaluator_url, analyst=analyst_url)
+    urls = ServiceUrls(
+        registry=registry_url, evaluator=evaluator_url, analyst=analyst_url,
+        wait_s=wait_for_services,
+    )  # fmt: skip
     try:
         train(
             settings, out, urls=urls, initial_bank=initial_bank, config_path=config,

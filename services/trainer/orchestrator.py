@@ -92,7 +92,9 @@ class Run:
         )
 
     def start_services(self) -> None:
-        clients = start_services(self.context.config, self.urls, self.stack)
+        clients = start_services(
+            self.context.config, self.urls, self.stack, say=self.context.console.print
+        )
         self.context.clients = clients
         self.context.record.data["services"] = {
             **clients.urls,
@@ -160,7 +162,9 @@ class Run:
     def initial_bank_id(self) -> int:
         name = self.initial_bank or self.context.config.gate.alias
         if self.urls.registry is not None:
-            return resolve_initial_bank(self.context, name, local_operator=None)
+            return resolve_initial_bank(
+                self.context, name, local_operator=None, wait_s=self.urls.wait_s
+            )
         # our own registry: the operator token may seed a stand-in S_0
         operator = RegistryClient(self.stack.urls["registry"], self.stack.tokens()["operator"])
         try:

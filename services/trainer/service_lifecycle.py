@@ -4,6 +4,7 @@ the HTTP clients the phases use. Tokens come from the environment (see `ENV_TOKE
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ from services.trainer.config import TrainerConfig
 from services.trainer.evaluator_client import EvaluatorClient
 from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
+from services.trainer.service_wait import wait_until_ready
 from shared.registry_api.client import RegistryClient
 
 # Each a bearer token with the trainer role at that service (the operator's: see below).
@@ -31,6 +33,8 @@ class ServiceUrls:
     registry: str | None = None
     evaluator: str | None = None
     analyst: str | None = None
+    # seconds to wait for those given by URL, the rollout servers and S_0 (see service_wait.py)
+    wait_s: float = 0.0
 
 
 @dataclass
@@ -46,13 +50,24 @@ class ServiceClients:
             client.close()
 
 
-def start_services(config: TrainerConfig, urls: ServiceUrls, stack: LocalStack) -> ServiceClients:
-    """Clients for the run's services, starting on loopback those without a URL."""
+def start_services(
+    config: TrainerConfig,
+    urls: ServiceUrls,
+    stack: LocalStack,
+    say: Callable[[str], object] = print,
+) -> ServiceClients:
+    """Clients for the run's services, starting on loopback those without a URL; with
+    `urls.wait_s`, first waits (bounded) for those given by URL and the rollout servers."""
     from shared.analyst_api.client import AnalystClient
 
     # Every token is checked before anything starts: a missing one would otherwise surface as a
     # 401 at the end of the first round, after its training.
     tokens = {name: service_token(name, getattr(urls, name), stack) for name in SERVICES}
+    if urls.wait_s > 0:
+        given = {name: getattr(urls, name) for name in SERVICES if getattr(urls, name)}
+        servers = config.rollout_servers.urls
+        given |= {f"vllm {index}": url for index, url in enumerate(servers)}
+        wait_until_ready(given, within_s=urls.wait_s, say=say)
     registry = urls.registry or stack.start_registry()
     evaluator = urls.evaluator or stack.start_evaluator(registry, _evaluator_settings(config))
     analyst = urls.analyst or stack.start_analyst(registry, evaluator, _analyst_settings(config))

@@ -20,11 +20,22 @@ def _group() -> None:
 
 @app.command()
 def smoke(
-    overlay: Annotated[str, typer.Option(help="deploy/k8s/overlays/<overlay>")] = "dev",
+    overlay: Annotated[
+        str, typer.Option(help="deploy/k8s/overlays/<overlay>, or an overlay folder's path")
+    ] = "dev",
     work: Annotated[
         Path | None, typer.Option(help="keep folders and logs here (default: a temp folder)")
     ] = None,
     timeout: Annotated[float, typer.Option(help="seconds the trainer Job may take")] = 3600.0,
+    image_venvs: Annotated[
+        bool,
+        typer.Option(
+            "--image-venvs/--this-python",
+            help="each container on its image's venv, as its pod's user (default); or all on "
+            "this Python's environment as the invoking user, which hides a dependency missing "
+            "from an image (a quicker check, never the proof)",
+        ),
+    ] = True,
 ) -> None:
     """Start every IntraSkill container of the rendered overlay as a process (see
     shared/deploy/smoke.py for what differs from a pod); one round with a gate must finish."""
@@ -34,7 +45,7 @@ def smoke(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with work_folder(work) as folder:
         try:
-            line = Smoke(overlay, folder, timeout_s=timeout).run()
+            line = Smoke(overlay, folder, timeout_s=timeout, image_venvs=image_venvs).run()
         except SmokeFailure as failure:
             typer.echo(f"deploy smoke {overlay}: FAILED in {failure}", err=True)
             raise typer.Exit(1) from None

@@ -33,7 +33,7 @@ def kubectl() -> str:
 def render(path: Path) -> list[dict]:
     """`kubectl kustomize path`, as a list of objects in the order kustomize emits them."""
     out = subprocess.run(
-        [kubectl(), "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=120
+        [kubectl(), "kustomize", str(path)], capture_output=True, text=True, check=True, timeout=600
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
@@ -54,10 +54,10 @@ class Image:
     cmd: list[str]
 
 
-def image_of(reference: str) -> Image:
-    """The Dockerfile behind an `intraskill/<service>:<tag>` image."""
+def image_of(reference: str, docker: Path = DOCKER) -> Image:
+    """The Dockerfile behind an `intraskill/<service>:<tag>` image (in `docker`)."""
     service = reference.removeprefix(IMAGE_PREFIX).split(":")[0]
-    return parse_dockerfile((DOCKER / f"{service}.Dockerfile").read_text())
+    return parse_dockerfile((docker / f"{service}.Dockerfile").read_text())
 
 
 def parse_dockerfile(text: str) -> Image:

@@ -7,6 +7,9 @@ moved the alias since you looked; without it the command reads the ETag itself j
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +25,7 @@ from shared.operator.common import (
     run_app,
     table,
 )
-from shared.registry_api.client import NotFound, RegistryClient
+from shared.registry_api.client import NotFound, RegistryClient, Unavailable
 from shared.registry_api.schemas import AliasPublic, BankPublic, BankStatus, BankSummary
 
 app = typer.Typer(
@@ -323,6 +326,60 @@ def _report_move(alias: str, before: AliasPublic | None, after: AliasPublic, as_
     else:
         message = f"{alias}: bank {before.bank_id} -> bank {after.bank_id}"
     console().print(f"{message} (revision {after.revision}, ETag {after.etag})")
+
+
+@app.command("s0")
+def s0(
+    stand_in: Annotated[
+        bool,
+        typer.Option(
+            "--stand-in",
+            help="seed the STAND-IN S_0 (a TEST DOUBLE of the cold start: four stand-in chunks)",
+        ),
+    ],
+    trainer_config: Annotated[
+        Path, typer.Option(help="the trainer's TOML config: S_0 takes its q and rho bounds")
+    ],
+    alias: Annotated[str, typer.Option(help="the alias S_0 goes behind")] = "current",
+    wait: Annotated[
+        float, typer.Option(min=0, help="seconds to wait for the registry to answer")
+    ] = 600.0,
+    registry_url: RegistryOption = None,
+) -> None:
+    """S_0 behind ALIAS, once (the deployment's bank-s0 Job): nothing if the alias exists."""
+    import tomllib
+
+    from shared.standin_s0 import seed_standin_s0
+
+    if not stand_in:
+        raise OperatorError("only --stand-in is implemented; run the cold start for a real S_0")
+    config = tomllib.loads(trainer_config.read_text())
+    bounds = {name: config[name] for name in ("q", "rho_min", "rho_max") if name in config}
+    with registry(registry_url, subject=f"alias {alias}") as client:
+        existing = _alias_once_reachable(client, alias, wait)
+        if existing is not None:
+            console().print(f"S_0 exists: {alias} -> bank {existing.bank_id}; nothing to do")
+            return
+        bank_id = seed_standin_s0(
+            client, alias=alias, key=f"bank-s0:{alias}", seeded_by="the bank-s0 Job", **bounds
+        )
+    console().print(f"S_0: {alias} -> bank {bank_id} (STAND-IN chunks, no cold start ran)")
+
+
+def _alias_once_reachable(client: RegistryClient, alias: str, wait: float) -> AliasPublic | None:
+    """The alias, or None if the registry has none, asking until the registry answers (it may
+    start after this Job does); Unavailable once `wait` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return client.get_alias(alias)
+        except NotFound:
+            return None
+        except Unavailable:
+            if time.monotonic() >= deadline:
+                raise
+            print("waiting for the registry to answer ...", file=sys.stderr, flush=True)
+            time.sleep(5)
 
 
 def main(argv: list[str]) -> int:

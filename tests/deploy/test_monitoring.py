@@ -25,7 +25,7 @@ from tests.deploy.test_k8s import (
 pytestmark = pytest.mark.skipif(kubectl is None, reason="needs kubectl (the dev extra)")
 MONITOR_KINDS = {"ServiceMonitor", "PodMonitor"}
 PROMETHEUS_NAMESPACE = {"intraskill.io/monitoring": "true"}
-SERVICES = {"registry", "evaluator", "analyst"}
+SERVICES = {"registry", "evaluator", "analyst", "console"}
 
 
 def with_monitoring(tmp: Path, overlay: str, *, multi_node: bool = False) -> Path:
@@ -168,3 +168,12 @@ def test_the_trainer_is_scraped_on_its_main_process_only(tree) -> None:
     ]
     kept = {index for index in ("", "0", "1", "2", "10") if re.fullmatch(keep["regex"], index)}
     assert kept == {"", "0"}
+
+
+def test_every_monitor_carries_the_label_kube_prometheus_stack_selects(tree) -> None:
+    """kube-prometheus-stack's Prometheus selects monitors by `release: <release>`; one without
+    it is ignored, silently (issue 30)."""
+    monitors = [doc for doc in tree if doc["kind"] in MONITOR_KINDS]
+    assert monitors
+    for monitor in monitors:
+        assert monitor["metadata"].get("labels", {}).get("release") == "kube-prometheus-stack"

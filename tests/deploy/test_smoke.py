@@ -1,8 +1,10 @@
 """`intraskill deploy smoke`: the rendered manifests run as local processes.
 
-The whole run (one round with a gate, every IntraSkill container) takes many minutes on two
-cores, so it is a slow test (`--run-slow`, or `make deploy-smoke`); the default suite checks the
-smoke's mappings and runs one rendered container, the analyst, as the smoke starts it.
+The whole run (one round with a gate, every IntraSkill container from its image's venv) takes
+many minutes on two cores, so it is a slow test (`--run-slow`, or `make deploy-smoke`); the
+default suite checks the smoke's mappings, its Postgres, its memory limits and image venvs'
+recipes, and runs one rendered container, the analyst, as the smoke starts it (on this Python's
+environment: building the analyst's image venv takes minutes).
 """
 
 from __future__ import annotations
@@ -10,47 +12,62 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
+from shared.deploy import image_venvs, sandbox
 from shared.deploy.manifests import REPO, parse_dockerfile
 from shared.deploy.smoke import Smoke, SmokeFailure, Unit, plan, work_folder
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory) -> Smoke:
+def smoke() -> Iterator[Smoke]:
+    """A smoke of dev whose containers run on this Python's environment, in a work folder the
+    pods' users can reach (pytest's own temporary folders are private to root)."""
     pytest.importorskip("yaml")
-    return Smoke("dev", tmp_path_factory.mktemp("smoke"))
+    with work_folder(None) as work:
+        yield Smoke("dev", work, image_venvs=False)
 
 
 def unit_of(smoke: Smoke, kind: str, name: str) -> Unit:
-    phases, _ = plan(smoke.objects.docs)
+    pods, _ = plan(smoke.objects.docs)
     return next(
-        unit for phase in phases for unit in phase
-        if unit.workload["kind"] == kind and unit.pod == name and not unit.init
+        unit for unit in pods[name] if unit.workload["kind"] == kind and not unit.init
     )  # fmt: skip
 
 
-def test_the_plan_migrates_before_serving_and_trains_last(smoke) -> None:
-    phases, skipped = plan(smoke.objects.docs)
-    labels = [[unit.label for unit in phase] for phase in phases]
-    assert labels[0] == ["Job/registry-migrate/migrate"]
-    servers = labels[1]
-    assert servers.index("Deployment/registry/wait-for-schema") < servers.index(
-        "Deployment/registry/registry"
-    )
-    assert {"Deployment/analyst/analyst", "Deployment/evaluator/evaluator"} <= set(servers)
-    assert labels[-1] == ["Job/trainer/trainer"]
-    assert any("vllm" in line for line in skipped) and any("postgres" in line for line in skipped)
+def test_every_pod_starts_with_postgres_and_the_s0_job(smoke) -> None:
+    pods, skipped = plan(smoke.objects.docs)
+    assert set(pods) == {
+        "postgres", "registry-migrate", "registry", "evaluator", "analyst", "console", "bank-s0",
+        "trainer",
+    }  # fmt: skip
+    registry = [unit.label for unit in pods["registry"]]
+    assert registry == ["Deployment/registry/wait-for-schema", "Deployment/registry/registry"]
+    assert any("vllm" in line for line in skipped) and any("prepare-models" in s for s in skipped)
 
 
-def test_service_names_become_loopback_ports_and_the_scratch_database(smoke) -> None:
-    port = smoke.ports["registry"]
+def test_service_urls_become_the_loopback_port_of_that_service_port(smoke) -> None:
+    port = smoke.ports[("registry", 8000)]
     assert smoke.map_urls("--registry-url=http://registry:8000") == (
         f"--registry-url=http://127.0.0.1:{port}"
     )
     url = smoke.map_urls("postgresql://intraskill_app:pw@postgres:5432/intraskill")
-    assert url == f"postgresql://intraskill_app:pw@127.0.0.1:5432/{smoke.database}"
+    assert (
+        url
+        == f"postgresql://intraskill_app:pw@127.0.0.1:{smoke.ports[('postgres', 5432)]}/intraskill"
+    )
+    # a pod's name that merely starts with a Service's name is not that Service
+    pod_url = "http://vllm-rollout-0.vllm-rollout:8000/v1"
+    assert smoke.map_urls(pod_url) == pod_url
+
+
+@pytest.mark.parametrize("url", ["http://registry:8001", "http://registry", "http://analyst:8000"])
+def test_a_url_naming_a_port_its_service_does_not_serve_fails(smoke, url) -> None:
+    with pytest.raises(SmokeFailure, match="the connection would fail") as failure:
+        smoke.map_urls(f"--registry-url={url}/v1", "Job/trainer/trainer")
+    assert failure.value.container == "Job/trainer/trainer"
 
 
 def test_a_port_no_service_fronts_becomes_a_free_one(smoke) -> None:
@@ -61,6 +78,75 @@ def test_a_port_no_service_fronts_becomes_a_free_one(smoke) -> None:
     port = smoke.env(trainer)["TRAINER_METRICS_PORT"]
     assert port.isdigit() and port != "9400"
     assert smoke.unfronted_ports(unit_of(smoke, "Deployment", "registry")) == {}
+
+
+def test_containers_run_as_their_pods_user(smoke) -> None:
+    assert smoke.user(unit_of(smoke, "Deployment", "registry")) == sandbox.User(
+        10001, 10001, (10001,)
+    )
+    assert smoke.user(unit_of(smoke, "StatefulSet", "postgres")).uid == 999
+
+
+def test_the_overlays_postgres_takes_passwords_and_runs_its_init_script(smoke) -> None:
+    """The dev Postgres as the smoke starts it: its rendered superuser, the init script's
+    roles with their rendered passwords over TCP, a wrong password refused, and `public`
+    owned by the schema owner with CREATE revoked from PUBLIC."""
+    psycopg = pytest.importorskip("psycopg")
+    pods, _ = plan(smoke.objects.docs)
+    port = smoke.ports[("postgres", 5432)]
+    base = f"127.0.0.1:{port}/intraskill"
+    try:
+        smoke.run_pod(pods["postgres"])
+        with psycopg.connect(f"postgresql://intraskill_app:intraskill-dev-app@{base}") as app:
+            assert app.execute("SELECT current_user").fetchone() == ("intraskill_app",)
+            can_create = app.execute("SELECT has_schema_privilege('public', 'CREATE')")
+            assert can_create.fetchone() == (False,)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(f"postgresql://intraskill_app:wrong@{base}")
+        owner = "postgresql://intraskill_owner:intraskill-dev-owner@" + base
+        with psycopg.connect(owner) as connection:
+            row = connection.execute(
+                "SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'public'"
+            ).fetchone()
+            assert row == ("intraskill_owner",)
+    finally:
+        smoke.stop()
+        smoke.processes.clear()
+
+
+@pytest.mark.skipif(not sandbox.MemoryCgroup.supported(), reason="needs a writable memory cgroup")
+def test_a_container_over_its_memory_limit_is_oom_killed_and_named(smoke, tmp_path) -> None:
+    unit = copy.deepcopy(unit_of(smoke, "Job", "bank-s0"))
+    unit.container["command"] = ["python3", "-c", "b = bytearray(200 * 2**20); print('lived')"]
+    unit.container.pop("args")
+    unit.container["resources"]["limits"]["memory"] = "64Mi"
+    try:
+        with pytest.raises(SmokeFailure, match=r"OOM-killed .* memory limit 64Mi"):
+            smoke.run_to_completion(unit, 120)
+        unit.container["resources"]["limits"]["memory"] = "512Mi"
+        smoke.run_to_completion(unit, 120)
+        peak = smoke.cgroups[unit.label].peak_bytes()
+        assert 200 * 2**20 <= peak <= 512 * 2**20
+    finally:
+        smoke.stop()
+        smoke.processes.clear()
+        smoke.cgroups.clear()
+
+
+def test_each_image_venv_replays_its_dockerfiles_install_line() -> None:
+    def recipe(service: str) -> list[list[str]]:
+        text = (REPO / f"deploy/docker/{service}.Dockerfile").read_text()
+        return [image_venvs.localize(c, "WHEEL") for c in image_venvs.install_commands(text)]
+
+    assert recipe("registry") == recipe("evaluator") == [["--no-cache-dir", "WHEEL"]]
+    assert recipe("analyst") == [
+        ["--no-cache-dir", "torch==2.13.0"],
+        ["--no-cache-dir", "WHEEL[train]"],
+    ]
+    assert recipe("trainer")[0] == ["--no-cache-dir", "WHEEL[train]"]
+    mutated = (REPO / "deploy/docker/trainer.Dockerfile").read_text().replace("[train]", "")
+    first = image_venvs.install_commands(mutated)[0]
+    assert image_venvs.localize(first, "W") == ["--no-cache-dir", "W"]
 
 
 def test_paths_map_in_one_pass(tmp_path, smoke) -> None:
@@ -125,10 +211,9 @@ def test_without_its_data_dir_the_analyst_dies_as_in_its_pod(smoke) -> None:
 
 
 @pytest.mark.slow
-def test_the_dev_overlay_runs_one_round_with_a_gate(tmp_path) -> None:
+def test_the_dev_overlay_runs_one_round_with_a_gate() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "deploy", "smoke", "--overlay", "dev",
-         "--work", str(tmp_path / "smoke")],
+        [sys.executable, "-m", "shared.cli", "deploy", "smoke", "--overlay", "dev"],
         cwd=REPO, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -136,6 +221,7 @@ def test_the_dev_overlay_runs_one_round_with_a_gate(tmp_path) -> None:
     print(last)  # the measured line (pytest -rP shows it)
     assert last.startswith("deploy smoke dev: ok") and "gated on" in last
     assert "with its API key" in last  # every call to vllm-eval carried the rendered key
+    assert "S_0 from the deployment's bank-s0 Job" in last
 
 
 def test_the_work_folder_is_removed_even_with_read_only_parts(tmp_path) -> None:

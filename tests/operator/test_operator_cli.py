@@ -215,3 +215,25 @@ def test_an_unreachable_registry_says_how_to_start_it(monkeypatch, capsys):
     code, _, err = run(bank, ["show", "current", "--registry", url], capsys)
     assert code == 1 and f"cannot reach the registry at {url}" in err
     assert "intraskill registry serve" in err
+
+
+def test_bank_s0_seeds_the_stand_in_once_with_the_trainer_configs_q(world, as_role, capsys):
+    """The deployment's bank-s0 Job (issue 30): a frozen S_0 behind the alias with the trainer
+    config's q, once; a second run, or an alias that already exists, writes nothing."""
+    live, ids = world
+    url = as_role("operator")
+    config = "deploy/k8s/overlays/dev/trainer.toml"
+    argv = ["s0", "--stand-in", f"--trainer-config={config}", "--alias=s0-test", "--registry", url]
+    code, out, err = run(bank, argv, capsys)
+    assert code == 0, err
+    with RegistryClient(url, live.tokens["operator"]) as client:
+        s0 = client.get_bank(client.get_alias("s0-test").bank_id)
+        banks_before = len(client.list_banks())
+    assert s0.frozen_at is not None and s0.q == 0.2 and len(s0.entries) == 4  # dev's q = 0.2
+    assert "STAND-IN" in out
+    code, out, _ = run(bank, argv, capsys)
+    assert code == 0 and "nothing to do" in out and f"bank {s0.id}" in out
+    code, out, _ = run(bank, [*argv[:-3], "--alias=current", "--registry", url], capsys)
+    assert code == 0 and f"bank {ids['s1']}" in out
+    with RegistryClient(url, live.tokens["operator"]) as client:
+        assert len(client.list_banks()) == banks_before

@@ -82,3 +82,23 @@ def test_the_app_role_serves(roles, tmp_path) -> None:
     with live_server(["registry", "serve", "--no-migrate"], env, log):
         pass
     assert "owner rights" not in log.read_text()
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "::"])
+def test_without_grants_a_server_off_loopback_refuses_and_mints_nothing(roles, host) -> None:
+    """A deployment binds every interface: with no REGISTRY_TOKENS it must not start on an
+    operator token that only its log knows (issue 30)."""
+    served = run(["serve", "--no-migrate", "--host", host, "--port", "1"], roles["app"])
+    assert served.returncode == 2, served.stdout + served.stderr
+    assert "refusing to serve" in served.stderr and "REGISTRY_TOKENS" in served.stderr
+    assert "operator token for this run" not in served.stdout + served.stderr
+
+
+def test_only_the_schema_owner_may_create_in_public(roles) -> None:
+    """`migrate --app-role` revokes CREATE on `public` from PUBLIC (Postgres < 15 grants it)."""
+    with psycopg.connect(roles["app"]) as app:
+        assert app.execute("SELECT has_schema_privilege('public', 'CREATE')").fetchone() == (
+            False,
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            app.execute("CREATE TABLE planted (x int)")
