@@ -45,6 +45,7 @@ class Job:
     progress: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] | None = None
     error: str | None = None
+    gate_run_id: int | None = None  # the registry gate run the job opened (evaluator gates)
     idempotency_key: str | None = None
 
     def public(self) -> dict[str, Any]:
@@ -67,6 +68,7 @@ class JobPublic(BaseModel):
     progress: dict[str, Any]
     result: dict[str, Any] | None
     error: str | None
+    gate_run_id: int | None = None
 
 
 class JobContext:
@@ -78,6 +80,11 @@ class JobContext:
 
     def progress(self, stage: str, done: int, total: int) -> None:
         self._store.update(self.job.id, progress={"stage": stage, "done": done, "total": total})
+
+    def opened_gate_run(self, run_id: int) -> None:
+        """Write down the registry gate run the job opened, so whoever finds the job gone
+        (the next start, the reaper) can close the run."""
+        self._store.update(self.job.id, gate_run_id=run_id)
 
 
 class LocalContext:
@@ -91,6 +98,9 @@ class LocalContext:
     def progress(self, stage: str, done: int, total: int) -> None:
         if done == total or done % self.every == 0:
             print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+
+    def opened_gate_run(self, run_id: int) -> None:
+        print(f"gate run {run_id} opened", file=sys.stderr, flush=True)
 
 
 Work = Callable[[JobContext], dict[str, Any]]

@@ -32,6 +32,7 @@ from shared.observability import instrument
 from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_ready
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import Role
+from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
 from shared.service_jobs import JobStore, now
 
 # Who may do what: the trainer hands in its all-wrong groups and asks for each round's compile;
@@ -67,6 +68,10 @@ def create_app(
 
     app = FastAPI(title="IntraSkill analyst", version="1", lifespan=lifespan)
     app.state.tokens = TokenTable(settings.tokens)
+    app.add_middleware(
+        RequestBodyGuard, max_bytes=settings.max_body_bytes, max_depth=SERVICE_JSON_DEPTH,
+        tokens=app.state.tokens,
+    )  # fmt: skip
     install_auth_errors(app)
     instrument(app, "analyst")
 

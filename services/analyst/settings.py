@@ -31,6 +31,9 @@ class AnalystSettings(BaseSettings):
     data_dir: Path = Field(Path("runs") / "analyst", description="groups, jobs, traces")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once")
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
+    max_body_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
+    )
 
     env_preset: str = Field("cpu", description="ShopSim preset when a job names none")
     env_path: str | None = Field(None, description="a ShopSim world folder; overrides presets")

@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, s
 from services.evaluator.decision import decide
 from services.evaluator.design import DesignError, RankDeficientError
 from services.evaluator.fit import FitError
+from services.evaluator.reaper import GateRunReaper
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
 from services.evaluator.schemas import (
@@ -43,6 +44,7 @@ from shared.observability import instrument
 from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_ready
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import Role
+from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
 from shared.service_jobs import JobPublic, JobStore
 
 TaskSource = Callable[[str], list[str]]
@@ -124,11 +126,18 @@ def create_app(
             settings.jobs_dir, max_workers=settings.max_workers, name="evaluator",
             metrics=app.state.metrics,
         )  # fmt: skip
+        reaper = GateRunReaper(clients, app.state.jobs, interval_s=settings.reap_interval_s)
+        reaper.start()
         yield
+        reaper.stop()
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
     app.state.tokens = TokenTable(settings.tokens)
+    app.add_middleware(
+        RequestBodyGuard, max_bytes=settings.max_body_bytes, max_depth=SERVICE_JSON_DEPTH,
+        tokens=app.state.tokens,
+    )  # fmt: skip
     install_auth_errors(app)
     instrument(app, "evaluator")
 

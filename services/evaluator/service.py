@@ -170,6 +170,7 @@ def gate_job(
                 client, gate, round=request.round, identity=runner.identity, baseline=baseline
             )
             try:
+                context.opened_gate_run(run.id)
                 outcome = run_gate(
                     gate.plan,
                     runner,

@@ -28,7 +28,13 @@ class EvaluatorSettings(BaseSettings):
     )
     jobs_dir: Path = Field(Path("runs") / "evaluator", description="job state, records, reports")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once (one per accelerator)")
+    reap_interval_s: float = Field(
+        60.0, gt=0, le=3600, description="how often open gate runs whose job is gone are closed"
+    )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
+    max_body_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
+    )
 
     mask_seed: int = Field(DEFAULT_MASK_SEED, ge=0, le=2**62)
     budget: int = Field(DEFAULT_BUDGET, ge=1, le=64, description="K, chunks kept at most")
