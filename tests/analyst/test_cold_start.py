@@ -129,7 +129,7 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
         env_preset="test", n_tasks=12,
     )  # fmt: skip
 
-    def gate_a_gone(request):
+    def gate_a_gone(request, idempotency_key=None):
         raise TimeoutError("Gate A job still running")
 
     with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
