@@ -129,7 +129,10 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
         env_preset="test", n_tasks=12,
     )  # fmt: skip
 
+    sent_keys = []
+
     def gate_a_gone(request, idempotency_key=None):
+        sent_keys.append(idempotency_key)
         raise TimeoutError("Gate A job still running")
 
     with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
@@ -142,6 +145,9 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
     assert result["draft_version_ids"], "the tiny run must give drafts for the gate to test"
     assert result["gate_a_status"] == "incomplete" and "TimeoutError" in result["gate_a_error"]
     assert result["s0_bank_id"] is None and result["s0_size"] is None
+    # the key the evaluator replays the first Gate A job by, when a retried cold start asks
+    # again (issue 34, item 4)
+    assert sent_keys == [f"cold-start:cs-{tag}:gate-a"]
 
 
 @pytest.mark.slow
