@@ -1,28 +1,60 @@
 """The readiness checks the evaluator and the analyst share: does the registry answer its own
-/readyz in time, and can the service write its folder. A probe must answer fast, and a 503
-says when to ask again."""
+/readyz in time, does it accept the service's own token, and can the service write its folder.
+
+A probe must answer fast and must never wait for a worker thread (under load every thread may be
+stuck on a registry that does not answer): the checks are coroutines on the event loop, and a
+503 says when to ask again."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 
 import httpx
+from pydantic import SecretStr
 
 READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
 READY_RETRY_AFTER_S = 5
 
 
-def registry_ready(url: str) -> str:
+async def registry_ready(url: str) -> str:
     """ "ok" when the registry's /readyz answers 200 in time, else what went wrong."""
     try:
-        answer = httpx.get(f"{url.rstrip('/')}/readyz", timeout=READY_TIMEOUT_S)
+        async with httpx.AsyncClient(timeout=READY_TIMEOUT_S) as http:
+            answer = await http.get(f"{url.rstrip('/')}/readyz")
     except httpx.HTTPError as error:
         return f"unreachable at {url}: {type(error).__name__}"
     return "ok" if answer.status_code == 200 else f"{url}/readyz answered {answer.status_code}"
 
 
+async def registry_token_accepted(url: str, token: SecretStr | None, setting: str) -> str:
+    """ "ok" when the registry accepts the service's own token (one authenticated call,
+    /v1/whoami), else which setting is wrong: a token the registry refuses would fail every
+    job the service accepts."""
+    if token is None:
+        return f"{setting} unset"
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"}
+    try:
+        async with httpx.AsyncClient(timeout=READY_TIMEOUT_S) as http:
+            answer = await http.get(f"{url.rstrip('/')}/v1/whoami", headers=headers)
+    except httpx.HTTPError as error:
+        return f"not checked, registry unreachable: {type(error).__name__}"
+    if answer.status_code in (401, 403):
+        return f"the registry refuses {setting} ({answer.status_code})"
+    return "ok" if answer.status_code == 200 else f"/v1/whoami answered {answer.status_code}"
+
+
+async def registry_checks(url: str, token: SecretStr | None, setting: str) -> dict[str, str]:
+    """The registry's readiness and the token's, asked at once."""
+    ready, token_ok = await asyncio.gather(
+        registry_ready(url), registry_token_accepted(url, token, setting)
+    )
+    return {"registry": ready, "registry_token": token_ok}
+
+
 def folder_writable(folder: Path) -> str:
+    """Whether a file can be made in `folder` (a few system calls: cheap enough for the loop)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder):

@@ -3,22 +3,30 @@ work runs on a worker thread, and routes answer POST -> 202 + job id, GET polls.
 
 A job's state is kept in memory and mirrored to `<root>/<id>/job.json` after every change, so
 a job's outcome survives the process; jobs that were queued or running when the process
-stopped are reported as failed ("interrupted") on the next start, never silently lost. A
-submission that carries an idempotency key already seen for its kind returns the job it made
-the first time, unless that job was interrupted: its work never finished, so the retry runs it
-again as a new job (a client resuming after a restart must not inherit the restart's failure).
+stopped are reported as failed ("interrupted") on the next start, never silently lost.
+
+Idempotency: a submission's `Idempotency-Key` is the caller's own (keys of two callers never
+meet) and is bound to the request's hash: the same caller, key and body again return the first
+job (a replay); the same key with another body is a conflict (409). A job that failed (an
+interruption included) releases its key: its work never finished, so the retry runs it again as
+a new job (a client resuming after a restart must not inherit the restart's failure).
+
+Queueing: each submitter role has its own lane of at most `max_queued` waiting jobs (past it,
+`QueueFull`: a 429 with Retry-After), and the workers take the lanes in turn, so one role's
+burst delays another role's job by at most one job per worker.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import threading
 import time
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,12 +53,16 @@ class Job:
     progress: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] | None = None
     error: str | None = None
+    gate_run_id: int | None = None  # the registry gate run the job opened (evaluator gates)
     idempotency_key: str | None = None
+    caller: str | None = None  # the principal whose key it is
+    request_hash: str | None = None
 
     def public(self) -> dict[str, Any]:
-        """The job as routes show it: the idempotency key stays with the service."""
+        """The job as routes show it: the idempotency key and its binding stay with the service."""
         record = asdict(self)
-        record.pop("idempotency_key")
+        for private in ("idempotency_key", "caller", "request_hash"):
+            record.pop(private)
         return record
 
 
@@ -67,6 +79,7 @@ class JobPublic(BaseModel):
     progress: dict[str, Any]
     result: dict[str, Any] | None
     error: str | None
+    gate_run_id: int | None = None
 
 
 class JobContext:
@@ -78,6 +91,11 @@ class JobContext:
 
     def progress(self, stage: str, done: int, total: int) -> None:
         self._store.update(self.job.id, progress={"stage": stage, "done": done, "total": total})
+
+    def opened_gate_run(self, run_id: int) -> None:
+        """Write down the registry gate run the job opened, so whoever finds the job gone
+        (the next start, the reaper) can close the run."""
+        self._store.update(self.job.id, gate_run_id=run_id)
 
 
 class LocalContext:
@@ -92,27 +110,64 @@ class LocalContext:
         if done == total or done % self.every == 0:
             print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
 
+    def opened_gate_run(self, run_id: int) -> None:
+        print(f"gate run {run_id} opened", file=sys.stderr, flush=True)
+
 
 Work = Callable[[JobContext], dict[str, Any]]
 
 
-def _interrupted(job: Job) -> bool:
-    return job.status == "failed" and job.error == "interrupted"
+class IdempotencyConflict(ValueError):
+    """The caller's key already names a job made from another request (answered 409)."""
+
+
+class QueueFull(RuntimeError):
+    """The caller's role has `max_queued` jobs waiting (answered 429 with Retry-After)."""
+
+    def __init__(self, lane: str, limit: int, retry_after_s: int) -> None:
+        super().__init__(f"{limit} jobs of role {lane!r} are waiting already; retry later")
+        self.retry_after_s = retry_after_s
+
+
+def request_hash(request: dict[str, Any]) -> str:
+    """What an idempotency key is bound to: the request as the service validated it."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 class JobStore:
     def __init__(
-        self, root: Path, *, max_workers: int = 1, name: str = "service", metrics=None
+        self,
+        root: Path,
+        *,
+        max_workers: int = 1,
+        max_queued: int = 16,
+        retry_after_s: int = 30,
+        name: str = "service",
+        metrics=None,
     ) -> None:
         """`name` prefixes the worker threads' names (which service's jobs they run);
-        `metrics` (a `shared.observability.ServiceMetrics`) counts and times finished jobs."""
+        `metrics` (a `shared.observability.ServiceMetrics`) counts and times finished jobs;
+        `max_queued` jobs may wait per submitter role, `retry_after_s` is what a 429 says."""
         self.metrics = metrics
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.max_queued, self.retry_after_s = max_queued, retry_after_s
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-job")
+        self._waiting = threading.Condition(self._lock)
+        self._lanes: dict[str, deque[tuple[Job, Work]]] = {}  # role -> its queued jobs
+        self._turn: deque[str] = deque()  # lanes in the order they are served next
+        self._stopping = False
         self._load()
+        # daemon threads: a stopping service does not wait for a running job (the next start
+        # reports it interrupted, and the evaluator closes its gate run)
+        self._workers = [
+            threading.Thread(target=self._serve, name=f"{name}-job-{n}", daemon=True)
+            for n in range(max_workers)
+        ]
+        for worker in self._workers:
+            worker.start()
 
     def folder(self, job_id: str) -> Path:
         path = self.root / job_id
@@ -145,20 +200,62 @@ class JobStore:
             return job
 
     def submit(
-        self, kind: str, request: dict[str, Any], work: Work, *, key: str | None = None
+        self,
+        kind: str,
+        request: dict[str, Any],
+        work: Work,
+        *,
+        key: str | None = None,
+        caller: str | None = None,
+        lane: str = "default",
     ) -> Job:
-        """A new job running `work`; a known idempotency `key` returns the first job instead."""
+        """A new job running `work`, queued in `lane` (the submitter's role). The same
+        `caller`'s `key` returns its first job for the same request, unless that job failed;
+        IdempotencyConflict for another request; QueueFull when the lane is full."""
+        digest = request_hash(request)
         with self._lock:
             if key is not None:
-                for job in self._jobs.values():
-                    if job.idempotency_key == key and job.kind == kind and not _interrupted(job):
-                        return job
+                first = self._keyed(kind, key, caller)
+                if first is not None and first.request_hash != digest:
+                    raise IdempotencyConflict(
+                        "Idempotency-Key was already used for a different request"
+                    )
+                if first is not None:
+                    return first
+            queue = self._lanes.setdefault(lane, deque())
+            if len(queue) >= self.max_queued:
+                raise QueueFull(lane, self.max_queued, self.retry_after_s)
             job = Job(id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, request=request)
-            job.idempotency_key = key
+            job.idempotency_key, job.caller, job.request_hash = key, caller, digest
             self._jobs[job.id] = job
             self._write(job)
-        self._pool.submit(self._run, job, work)
+            queue.append((job, work))
+            if lane not in self._turn:
+                self._turn.append(lane)
+            self._waiting.notify()
         return job
+
+    def _keyed(self, kind: str, key: str, caller: str | None) -> Job | None:
+        """The standing job the caller's key made (a failed one released the key)."""
+        for job in self._jobs.values():
+            same = (job.idempotency_key, job.caller, job.kind) == (key, caller, kind)
+            if same and job.status != "failed":
+                return job
+        return None
+
+    def _serve(self) -> None:
+        """A worker: the next lane in turn gives its oldest job; that lane goes to the back."""
+        while True:
+            with self._lock:
+                while not self._turn and not self._stopping:
+                    self._waiting.wait()
+                if self._stopping:
+                    return
+                lane = self._turn.popleft()
+                job, work = self._lanes[lane].popleft()
+                if self._lanes[lane]:
+                    self._turn.append(lane)
+            self._run(job, work)
 
     def _run(self, job: Job, work: Work) -> None:
         self.update(job.id, status="running", started_at=now())
@@ -187,4 +284,7 @@ class JobStore:
             return [job for job in self._jobs.values() if kind is None or job.kind == kind]
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop taking queued jobs (they read interrupted on the next start)."""
+        with self._lock:
+            self._stopping = True
+            self._waiting.notify_all()

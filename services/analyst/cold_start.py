@@ -43,6 +43,7 @@ from shared.agent.runner import EpisodeSpec, run_episodes
 from shared.agent.trajectory import Trajectory
 from shared.analyst_api.schemas import ColdStartCreate, ColdStartResult
 from shared.chunks import ChunkContent, render_chunk
+from shared.hashing import content_hash
 from shared.leak import GoldFacts
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import CardCreate, CardOutcome, ChunkSource, DeployableAbstraction
@@ -241,7 +242,16 @@ def cold_start_job(
                 blind.close()
     finally:
         policy.close()
-    stored = [client.create_card(card) for card in cards]
+    # keyed by the run and the card's content: a cold start retried after a restart replays
+    # the cards its first attempt stored instead of writing them twice
+    stored = [
+        client.create_card(
+            card,
+            idempotency_key=f"cold-start:{body.run_id}:card:"
+            f"{content_hash(card.model_dump(mode='json'))}",
+        )
+        for card in cards
+    ]
     if embed is None:
         from services.analyst.embeddings import embed
     clusters = consolidate(cards, embed)
@@ -280,7 +290,10 @@ def cold_start_job(
             **({"n_tasks": body.gate_a_tasks} if body.gate_a_tasks else {}),
         }
         try:
-            outcome = (gate_a or _evaluator_gate_a(settings))(request)
+            # the same key (and drafts) again: the evaluator answers with the first Gate A job,
+            # so a retried cold start does not gate, select S_0 and move the alias twice
+            key = f"cold-start:{body.run_id}:gate-a"
+            outcome = (gate_a or _evaluator_gate_a(settings))(request, idempotency_key=key)
         except Exception as error:  # the gate did not finish: say so, do not call it "none kept"
             result.gate_a_status = "incomplete"
             result.gate_a_error = f"{type(error).__name__}: {error}"[:2000]
@@ -299,13 +312,14 @@ def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0):
     """Gate A through the evaluator service, with the analyst's evaluator token: POST the job,
     poll it to its end."""
 
-    def run(body: dict[str, Any]) -> dict[str, Any]:
+    def run(body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
         if settings.evaluator_token is None:
             raise LookupError("ANALYST_EVALUATOR_TOKEN is not set (the evaluator wants a token)")
         headers = {"Authorization": f"Bearer {settings.evaluator_token.get_secret_value()}"}
         url = settings.evaluator_url.rstrip("/")
+        keyed = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-            response = http.post("/v1/gate-a-jobs", json=body)
+            response = http.post("/v1/gate-a-jobs", json=body, headers=keyed)
             response.raise_for_status()
             job = response.json()
             deadline = time.monotonic() + timeout_s

@@ -30,7 +30,14 @@ class AnalystSettings(BaseSettings):
     )
     data_dir: Path = Field(Path("runs") / "analyst", description="groups, jobs, traces")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once")
+    max_queued: int = Field(
+        16, ge=1, le=10_000, description="jobs one submitter role may have waiting (429 above)"
+    )
+    queue_retry_after_s: int = Field(30, ge=1, le=3600, description="what a 429 says to wait")
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
+    max_body_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
+    )
 
     env_preset: str = Field("cpu", description="ShopSim preset when a job names none")
     env_path: str | None = Field(None, description="a ShopSim world folder; overrides presets")
@@ -68,12 +75,14 @@ class AnalystSettings(BaseSettings):
     llm_max_tokens: int = Field(1024, ge=64, le=32768, description="tokens per model reply")
     llm_compiler_repairs: int = Field(2, ge=0, le=10, description="llm compiler answer repairs")
 
-    def registry_client(self):
+    def registry_client(self, **options):
+        """A client for the registry with this service's token (`options`: the client's
+        timeout and retries)."""
         from shared.registry_api.client import RegistryClient
 
         if self.registry_token is None:
             raise LookupError("ANALYST_REGISTRY_TOKEN is not set")
-        return RegistryClient(self.registry_url, self.registry_token.get_secret_value())
+        return RegistryClient(self.registry_url, self.registry_token.get_secret_value(), **options)
 
     def make_env(self, preset: str | None = None):
         from shared.shopsim.env import ShopEnv

@@ -2,6 +2,10 @@
 
 A group's id is derived from its idempotency key (run, round, step, group index), so a resent
 group finds its stored twin: the same body is a replay, a different body a conflict.
+
+Listings read an index held in memory (each group's run, round, step, index and status; built
+once at start), then parse only the page asked for. A funnel file is named by a hash of its
+(run, round), never by text a request sent: a lookup can name no other file.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.analyst_api.schemas import AllWrongGroupPublic, AllWrongGroupSubmit, FunnelCounts
 from shared.hashing import content_hash
@@ -19,6 +23,21 @@ class GroupConflict(ValueError):
     """The key is taken by a group with another body."""
 
 
+class Indexed(NamedTuple):
+    """What a listing filters and sorts on, per group."""
+
+    run_id: str
+    round: int
+    step: int
+    group_index: int
+    status: str
+
+    @classmethod
+    def of(cls, record: AllWrongGroupPublic) -> Indexed:
+        request = record.request
+        return cls(request.run_id, request.round, request.step, request.group_index, record.status)
+
+
 class GroupStore:
     def __init__(self, root: Path) -> None:
         self.folder = Path(root) / "groups"
@@ -26,6 +45,10 @@ class GroupStore:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.funnels.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._index = {
+            path.stem: Indexed.of(AllWrongGroupPublic.model_validate_json(path.read_bytes()))
+            for path in self.folder.glob("*.json")
+        }
 
     @staticmethod
     def group_id(group: AllWrongGroupSubmit) -> str:
@@ -55,6 +78,7 @@ class GroupStore:
         temporary = self._path(record.id).with_suffix(".tmp")
         temporary.write_text(record.model_dump_json(exclude={"replayed"}), encoding="utf-8")
         temporary.replace(self._path(record.id))
+        self._index[record.id] = Indexed.of(record)
 
     def get(self, group_id: str) -> AllWrongGroupPublic | None:
         path = self._path(group_id)
@@ -72,25 +96,38 @@ class GroupStore:
             return record
 
     def list(
-        self, *, run_id: str | None = None, round: int | None = None, status: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        round: int | None = None,
+        status: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
     ) -> list[AllWrongGroupPublic]:
-        records = [
-            AllWrongGroupPublic.model_validate_json(path.read_text(encoding="utf-8"))
-            for path in sorted(self.folder.glob("*.json"))
+        """The groups that match, by (round, step, group index); `limit` of them from `offset`
+        (all when None)."""
+        page = self.ids(run_id=run_id, round=round, status=status)[offset:]
+        if limit is not None:
+            page = page[:limit]
+        return [record for group_id in page if (record := self.get(group_id)) is not None]
+
+    def ids(
+        self, *, run_id: str | None = None, round: int | None = None, status: str | None = None
+    ) -> list[str]:
+        """The matching groups' ids, in listing order (from the index alone)."""
+        with self._lock:
+            entries = list(self._index.items())
+        matching = [
+            (entry.round, entry.step, entry.group_index, group_id)
+            for group_id, entry in entries
+            if (run_id is None or entry.run_id == run_id)
+            and (round is None or entry.round == round)
+            and (status is None or entry.status == status)
         ]
-        return sorted(
-            (
-                r
-                for r in records
-                if (run_id is None or r.request.run_id == run_id)
-                and (round is None or r.request.round == round)
-                and (status is None or r.status == status)
-            ),
-            key=lambda r: (r.request.round, r.request.step, r.request.group_index),
-        )
+        return [group_id for *_, group_id in sorted(matching)]
 
     def _funnel_path(self, run_id: str, round: int) -> Path:
-        return self.funnels / f"{run_id}-r{round}.json"
+        return self.funnels / f"funnel-{content_hash([run_id, round])[:24]}.json"
 
     def save_funnel(self, funnel: FunnelCounts) -> None:
         path = self._funnel_path(funnel.run_id, funnel.round)
@@ -101,5 +138,5 @@ class GroupStore:
         path = self._funnel_path(run_id, round)
         if path.exists():
             return FunnelCounts.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        groups = self.list(run_id=run_id, round=round)
+        groups = self.ids(run_id=run_id, round=round)
         return FunnelCounts(run_id=run_id, round=round, all_wrong_groups=len(groups))

@@ -6,7 +6,11 @@ GET polls).
 Routes are thin: validate, plan what is cheap to check now (so a bad request is a 4xx naming
 the field, not a failed job), submit the job. Every route but `/healthz`, `/readyz` and
 `/metrics` wants a bearer token (`shared/auth.py`, grants in EVALUATOR_TOKENS) whose role the
-route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role.
+route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role. Bodies pass
+`shared/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job POST may
+carry an `Idempotency-Key` (the caller's own, bound to the body: replay or 409); each submitter
+role queues at most `max_queued` jobs (429 + Retry-After). The probes are coroutines that wait
+for no worker thread.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response, status
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response, status
 
 from services.evaluator.decision import decide
 from services.evaluator.design import DesignError, RankDeficientError
 from services.evaluator.fit import FitError
+from services.evaluator.reaper import GateRunReaper
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
 from services.evaluator.schemas import (
@@ -30,20 +35,23 @@ from services.evaluator.schemas import (
     RefitCreate,
 )
 from services.evaluator.service import (
-    GATE_JOB_KINDS,
+    RECORDS_FILE,
+    REGISTRY_RETRY_AFTER_S,
     gate_job,
     plan_gate_a_job,
     plan_gate_job,
     registry_error_status,
 )
 from services.evaluator.settings import EvaluatorSettings
-from shared.auth import TokenTable, install_auth_errors, publish_roles, require_roles
+from shared.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
 from shared.observability import instrument
-from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_ready
+from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import Role
-from shared.service_jobs import JobPublic, JobStore
+from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
+from shared.service_jobs import IdempotencyConflict, JobPublic, JobStore, QueueFull
+from shared.validation_errors import install_validation_errors, json_safe
 
 TaskSource = Callable[[str], list[str]]
 # Who may do what: each job kind is submitted by the role whose work it is (the trainer's
@@ -66,10 +74,25 @@ def _job_store(request: Request) -> JobStore:
 
 
 Jobs = Annotated[JobStore, Depends(_job_store)]
+IdempotencyKey = Annotated[
+    str | None, Header(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+]
+# A registry read made while answering a request: a registry that does not answer is a 503
+# within seconds, not after the background client's retries (~50 s), and holds no pool thread
+# for long.
+PLANNING_TIMEOUT_S, PLANNING_RETRIES = 3.0, 1
 
 
 def _unprocessable(loc: list[str], message: str, kind: str = "value_error") -> HTTPException:
-    return HTTPException(422, detail=[{"loc": ["body", *loc], "msg": message, "type": kind}])
+    problem = {"loc": ["body", *loc], "msg": json_safe(message), "type": kind}
+    return HTTPException(422, detail=[problem])
+
+
+def _registry_failed(error: RegistryError) -> HTTPException:
+    """The answer to a request whose registry read failed; a 503 says when to retry."""
+    code = registry_error_status(error)
+    headers = {"Retry-After": str(REGISTRY_RETRY_AFTER_S)} if code == 503 else None
+    return HTTPException(code, detail=str(error), headers=headers)
 
 
 class TaskSelectionError(ValueError):
@@ -111,6 +134,9 @@ def create_app(
     settings = settings or EvaluatorSettings()
     runners = runner_factory or agent_runner_factory(settings)
     clients = client_factory or settings.registry_client
+    planning_clients = client_factory or functools.partial(
+        settings.registry_client, timeout=PLANNING_TIMEOUT_S, retries=PLANNING_RETRIES
+    )
 
     @functools.cache
     def default_tasks(split: str) -> list[str]:
@@ -121,18 +147,28 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.jobs = JobStore(
-            settings.jobs_dir, max_workers=settings.max_workers, name="evaluator",
+            settings.jobs_dir, max_workers=settings.max_workers, max_queued=settings.max_queued,
+            retry_after_s=settings.queue_retry_after_s, name="evaluator",
             metrics=app.state.metrics,
         )  # fmt: skip
+        reaper = GateRunReaper(clients, app.state.jobs, interval_s=settings.reap_interval_s)
+        reaper.start()
         yield
+        reaper.stop()
         app.state.jobs.shutdown()
 
     app = FastAPI(title="IntraSkill evaluator", version="1", lifespan=lifespan)
     app.state.tokens = TokenTable(settings.tokens)
+    app.add_middleware(
+        RequestBodyGuard, max_bytes=settings.max_body_bytes, max_depth=SERVICE_JSON_DEPTH,
+        tokens=app.state.tokens,
+    )  # fmt: skip
     install_auth_errors(app)
+    install_validation_errors(app)
     instrument(app, "evaluator")
 
     def select_tasks(split: str, task_ids: list[str] | None, n_tasks: int | None) -> list[str]:
+        """The tasks of a split the request may name (the split's name was validated)."""
         try:
             return select_tasks_from(tasks_of(split), task_ids, n_tasks, split=split)
         except TaskSelectionError as error:
@@ -142,18 +178,19 @@ def create_app(
         return JobPublic(**job.public())
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        """Liveness: the process answers (nothing else is asked)."""
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (nothing else is asked, no worker thread waited for)."""
         return {"status": "ok"}
 
     @app.get("/readyz", responses={503: {"description": "a dependency is not ready"}})
-    def readyz(response: Response) -> dict[str, Any]:
-        """Readiness: what every job depends on. The registry answers its own /readyz, a
-        registry token is set, some token is admitted, the jobs folder is writable. 503 +
-        Retry-After otherwise."""
+    async def readyz(response: Response) -> dict[str, Any]:
+        """Readiness: what every job depends on. The registry answers its own /readyz and
+        accepts EVALUATOR_REGISTRY_TOKEN (one authenticated call), some token is admitted, the
+        jobs folder is writable. 503 + Retry-After otherwise."""
         checks = {
-            "registry": registry_ready(settings.registry_url),
-            "registry_token": "ok" if settings.registry_token else "EVALUATOR_REGISTRY_TOKEN unset",
+            **await registry_checks(
+                settings.registry_url, settings.registry_token, "EVALUATOR_REGISTRY_TOKEN"
+            ),
             "tokens": "ok" if len(app.state.tokens) else "EVALUATOR_TOKENS admits no token",
             "jobs_dir": folder_writable(settings.jobs_dir),
         }
@@ -163,21 +200,47 @@ def create_app(
             response.headers["Retry-After"] = str(READY_RETRY_AFTER_S)
         return {"status": "ready" if ready else "not ready", "checks": checks}
 
-    def submit_gate(kind: str, body, planner, store: JobStore, response: Response) -> JobPublic:
+    def enqueue(kind, body, work, store: JobStore, caller: Principal, key, response) -> JobPublic:
+        """Submit a job as `caller` (its role's lane, its own idempotency keys)."""
+        try:
+            job = store.submit(
+                kind, body.model_dump(mode="json"), work,
+                key=key, caller=caller.name, lane=caller.role.value,
+            )  # fmt: skip
+        except IdempotencyConflict as error:
+            raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
+        except QueueFull as error:
+            raise HTTPException(
+                status.HTTP_429_TOO_MANY_REQUESTS, detail=str(error),
+                headers={"Retry-After": str(error.retry_after_s)},
+            ) from None  # fmt: skip
+        response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"
+        return job_public(job)
+
+    def submit_gate(
+        kind: str, body, planner, store: JobStore, caller: Principal, key, response: Response
+    ) -> JobPublic:
         """Plan a gate now (registry reads, rank check), run its rollouts as a job."""
         if body.bare_from_job is not None:
+            # Only a job of the same kind: one the caller's role may read, whose records exist.
+            # Any other id reads as unknown, so the answer does not tell which ids exist.
             earlier = store.get(body.bare_from_job)
-            if earlier is None or earlier.kind not in GATE_JOB_KINDS:
-                raise _unprocessable(["bare_from_job"], f"no gate job {body.bare_from_job!r}")
+            records = settings.jobs_dir / body.bare_from_job / RECORDS_FILE
+            if earlier is None or earlier.kind != kind or not records.is_file():
+                raise _unprocessable(
+                    ["bare_from_job"], f"no {kind} job {body.bare_from_job!r} with rollouts"
+                )
         task_ids = select_tasks(settings.split, body.task_ids, body.n_tasks)
-        client = clients()
+        client = planning_clients()
         try:
             planned = planner(body, client, settings, task_ids)
         except RegistryError as error:
-            raise HTTPException(registry_error_status(error), detail=str(error)) from None
+            raise _registry_failed(error) from None
         except DesignError as error:
-            kind = DESIGN_NOT_IDENTIFIED if isinstance(error, RankDeficientError) else "value_error"
-            raise _unprocessable([error.field or "task_ids"], str(error), kind) from None
+            problem = "value_error"
+            if isinstance(error, RankDeficientError):
+                problem = DESIGN_NOT_IDENTIFIED
+            raise _unprocessable([error.field or "task_ids"], str(error), problem) from None
         finally:
             client.close()
         work = gate_job(
@@ -187,54 +250,64 @@ def create_app(
             jobs_root=settings.jobs_dir,
             empty_bank=settings.empty_bank,
         )
-        job = store.submit(kind, body.model_dump(mode="json"), work)
-        response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"
-        return job_public(job)
+        return enqueue(kind, body, work, store, caller, key, response)
 
     @app.post(
-        "/v1/gate-jobs",
-        status_code=status.HTTP_202_ACCEPTED,
-        response_model=JobPublic,
-        dependencies=[may_submit("gate")],
-    )
-    def create_gate_job(body: GateJobCreate, store: Jobs, response: Response) -> JobPublic:
+        "/v1/gate-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic,
+        responses={409: {}, 429: {}, 503: {}},
+    )  # fmt: skip
+    def create_gate_job(
+        body: GateJobCreate,
+        store: Jobs,
+        response: Response,
+        caller: Annotated[Principal, may_submit("gate")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> JobPublic:
         """An interval gate: base bank + the round's candidates; S_{t+1}, `current` moves."""
-        return submit_gate("gate", body, plan_gate_job, store, response)
+        return submit_gate("gate", body, plan_gate_job, store, caller, idempotency_key, response)
 
     @app.post(
-        "/v1/gate-a-jobs",
-        status_code=status.HTTP_202_ACCEPTED,
-        response_model=JobPublic,
-        dependencies=[may_submit("gate-a")],
-    )
-    def create_gate_a_job(body: GateAJobCreate, store: Jobs, response: Response) -> JobPublic:
+        "/v1/gate-a-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic,
+        responses={409: {}, 429: {}, 503: {}},
+    )  # fmt: skip
+    def create_gate_a_job(
+        body: GateAJobCreate,
+        store: Jobs,
+        response: Response,
+        caller: Annotated[Principal, may_submit("gate-a")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> JobPublic:
         """Gate A (cold start): draft chunk versions; S_0, `current` moves (or is created)."""
-        return submit_gate("gate-a", body, plan_gate_a_job, store, response)
+        return submit_gate(
+            "gate-a", body, plan_gate_a_job, store, caller, idempotency_key, response
+        )
 
     @app.post(
-        "/v1/eval-jobs",
-        status_code=status.HTTP_202_ACCEPTED,
-        response_model=JobPublic,
-        dependencies=[may_submit("eval")],
-    )
-    def create_eval_job(body: EvalJobCreate, store: Jobs, response: Response) -> JobPublic:
+        "/v1/eval-jobs", status_code=status.HTTP_202_ACCEPTED, response_model=JobPublic,
+        responses={409: {}, 429: {}, 503: {}},
+    )  # fmt: skip
+    def create_eval_job(
+        body: EvalJobCreate,
+        store: Jobs,
+        response: Response,
+        caller: Annotated[Principal, may_submit("eval")],
+        idempotency_key: IdempotencyKey = None,
+    ) -> JobPublic:
         """Test-set evaluation of several conditions, one rollout per task each, as a job."""
         from services.evaluator.evaluation import eval_job, plan_eval_job
 
         task_ids = select_tasks(body.split, body.task_ids, body.n_tasks)
-        client = clients()
+        client = planning_clients()
         try:
             planned = plan_eval_job(body, client, settings, task_ids)
         except RegistryError as error:
-            raise HTTPException(registry_error_status(error), detail=str(error)) from None
+            raise _registry_failed(error) from None
         except ValueError as error:
             raise _unprocessable(["conditions"], str(error)) from None
         finally:
             client.close()
         work = eval_job(planned, runner_factory=runners, client_factory=clients)
-        job = store.submit("eval", body.model_dump(mode="json"), work)
-        response.headers["Location"] = f"/v1/eval-jobs/{job.id}"
-        return job_public(job)
+        return enqueue("eval", body, work, store, caller, idempotency_key, response)
 
     def get_job(store: JobStore, kind: str, job_id: str) -> JobPublic:
         job = store.get(job_id)
@@ -275,10 +348,11 @@ def create_app(
     ) -> list[JobPublic]:
         return list_jobs(store, "gate-a", status_filter)
 
-    @app.post("/v1/refits", dependencies=[may_read("gate")])
+    @app.post("/v1/refits", dependencies=[may_read("gate")], responses={503: {}})
     def refit(body: RefitCreate) -> dict[str, Any]:
-        """Re-fit and re-select a stored gate from its raw observations (synchronous)."""
-        client = clients()
+        """Re-fit and re-select a stored gate from its raw observations (synchronous): 404
+        for a gate run the registry does not have, 503 + Retry-After when it is away."""
+        client = planning_clients()
         try:
             design, observations, solver = load_gate_run(body.gate_run_id, client)
             decision = decide(
@@ -286,6 +360,10 @@ def create_app(
             )
         except LookupError as error:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(error)) from None
+        except RegistryError as error:
+            if registry_error_status(error) == 422:
+                raise _unprocessable(["gate_run_id"], str(error)) from None
+            raise _registry_failed(error) from None
         except (DesignError, FitError) as error:
             raise _unprocessable(["gate_run_id"], str(error)) from None
         finally:

@@ -50,6 +50,8 @@ def refit(
     ] = None,
 ) -> None:
     """Re-fit and re-select a gate from its raw per-task observations."""
+    from shared.registry_api.client import RegistryError
+
     if solver is not None and solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
     path = Path(source)
@@ -70,7 +72,7 @@ def refit(
                 ) from None
             design, observations, gate_solver = load_gate_run(source)
         decision = decide(design, observations, budget=budget, solver=solver or gate_solver)  # type: ignore[arg-type]
-    except (GateFolderError, DesignError, FitError, LookupError) as error:
+    except (GateFolderError, DesignError, FitError, LookupError, RegistryError) as error:
         print(f"intraskill gate refit: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
     if as_json:

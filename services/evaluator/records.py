@@ -57,7 +57,6 @@ from shared.registry_api.client import (
     NotFound,
     PreconditionFailed,
     RegistryClient,
-    RegistryError,
 )
 from shared.registry_api.schemas import (
     BankPublic,
@@ -485,7 +484,7 @@ def load_gate_run(
             c.chunk_version_id: client.get_chunk_version_by_id(c.chunk_version_id) for c in columns
         }
         stored = client.list_observations(run.id)
-    except (RegistryError, ValueError) as error:
+    except (NotFound, ValueError) as error:  # an outage or a refusal is the caller's to report
         raise LookupError(f"gate run {run_id}: {error}") from None
     slots: list[Slot] = []
     for number in sorted({c.slot for c in columns}):

@@ -1,14 +1,27 @@
-"""The evaluator service's wire schemas (requests and job documents)."""
+"""The evaluator service's wire schemas (requests and job documents).
+
+Strict as the registry's: a number or flag must be sent as one (`"yes"`, `1` or `true` where
+the other belongs is a 422, not coerced), an alias or checkpoint is a slug (it becomes part of
+a registry URL), a task id is plain ASCII, a split is one the world has."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
+from shared.registry_api.schemas import Name, StrictBool, StrictInt
 
 Slug = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
+TaskId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")]
+Split = Literal["train", "val", "test"]
+ConditionName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_./+-]+$")
+]
+JobId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]{1,80}$")]
 
 
 class _GateJob(BaseModel):
@@ -17,18 +30,20 @@ class _GateJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     checkpoint_id: str = Slug
-    alias: str = Field("current", min_length=1, max_length=64)
-    task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
-    n_tasks: int | None = Field(None, ge=1, le=100_000, description="first n tasks of the split")
-    mask_seed: int | None = Field(None, ge=0, le=2**62)
-    max_retries: int | None = Field(None, ge=0, le=10)
+    alias: Name = "current"
+    task_ids: list[TaskId] | None = Field(None, min_length=1, max_length=100_000)
+    n_tasks: StrictInt | None = Field(
+        None, ge=1, le=100_000, description="first n tasks of the split"
+    )
+    mask_seed: StrictInt | None = Field(None, ge=0, le=2**62)
+    max_retries: StrictInt | None = Field(None, ge=0, le=10)
     solver: Solver = "statsmodels"
-    move_alias: bool = True
+    move_alias: StrictBool = True
     empty_bank: EmptyBankPolicy | None = Field(
         None,
         description="no positive chunk: keep (no bank; alias stays) or adopt; default: settings",
     )
-    bare_from_job: str | None = Field(
+    bare_from_job: JobId | None = Field(
         None, max_length=80, description="reuse the bare rollouts of an earlier gate job"
     )
 
@@ -36,23 +51,23 @@ class _GateJob(BaseModel):
 class GateJobCreate(_GateJob):
     """Run an interval gate on a frozen checkpoint: base bank (alias) + the round's candidates."""
 
-    round: int = Field(ge=0, le=10_000)
-    base_bank_id: int | None = Field(None, ge=1, description="default: the alias's bank")
-    candidate_ids: list[int] | None = Field(
+    round: StrictInt = Field(ge=0, le=10_000)
+    base_bank_id: StrictInt | None = Field(None, ge=1, description="default: the alias's bank")
+    candidate_ids: list[StrictInt] | None = Field(
         None, max_length=64, description="default: the round's proposed candidates"
     )
-    budget: int | None = Field(None, ge=1, le=64, description="K; default: the settings' K")
+    budget: StrictInt | None = Field(None, ge=1, le=64, description="K; default: the settings' K")
 
 
 class GateAJobCreate(_GateJob):
     """Run Gate A (cold start) on the base checkpoint over cold-start draft chunk versions:
     Bernoulli(1/2) masks, positive top K_init, S_0 with rho from the Gate A coefficients."""
 
-    draft_version_ids: list[int] = Field(
+    draft_version_ids: list[StrictInt] = Field(
         min_length=1, max_length=64, description="cold-start chunk versions, in draft order"
     )
-    round: int = Field(0, ge=0, le=10_000)
-    budget: int = Field(K_INIT, ge=1, le=64, description="K_init")
+    round: StrictInt = Field(0, ge=0, le=10_000)
+    budget: StrictInt = Field(K_INIT, ge=1, le=64, description="K_init")
 
 
 class ConditionIn(BaseModel):
@@ -60,11 +75,11 @@ class ConditionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_./+-]+$")
+    name: ConditionName
     checkpoint_id: str = Slug
-    bank_id: int | None = Field(None, ge=1)
-    bank_alias: str | None = Field(None, min_length=1, max_length=64)
-    sample: int = Field(
+    bank_id: StrictInt | None = Field(None, ge=1)
+    bank_alias: Name | None = None
+    sample: StrictInt = Field(
         0, ge=0, le=1000, description="sampling-seed index; another index is an A/A control"
     )
 
@@ -76,20 +91,20 @@ class EvalJobCreate(BaseModel):
 
     # an experiment's arms x seeds x (bare, bank) fit in one job, paired on the same tasks
     conditions: list[ConditionIn] = Field(min_length=1, max_length=64)
-    split: str = Field("test", min_length=1, max_length=32)
-    task_ids: list[str] | None = Field(None, min_length=1, max_length=100_000)
-    n_tasks: int | None = Field(None, ge=1, le=100_000)
-    comparisons: list[tuple[str, str]] | None = Field(
+    split: Split = "test"
+    task_ids: list[TaskId] | None = Field(None, min_length=1, max_length=100_000)
+    n_tasks: StrictInt | None = Field(None, ge=1, le=100_000)
+    comparisons: list[tuple[ConditionName, ConditionName]] | None = Field(
         None, max_length=64, description="(a, b) pairs reported as a - b; default: the paper's"
     )
-    resamples: int | None = Field(None, ge=100, le=1_000_000)
-    seed: int | None = None
-    max_retries: int | None = Field(None, ge=0, le=10)
+    resamples: StrictInt | None = Field(None, ge=100, le=1_000_000)
+    seed: StrictInt | None = None
+    max_retries: StrictInt | None = Field(None, ge=0, le=10)
 
 
 class RefitCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    gate_run_id: int = Field(ge=1)
+    gate_run_id: StrictInt = Field(ge=1)
     solver: Solver | None = None
-    budget: int | None = Field(None, ge=1, le=64)
+    budget: StrictInt | None = Field(None, ge=1, le=64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ from services.evaluator.records import (
 from services.evaluator.runtime import RunnerFactory
 from services.evaluator.schemas import GateAJobCreate, GateJobCreate
 from services.evaluator.settings import EvaluatorSettings
-from shared.registry_api.client import RegistryClient, RegistryError
+from shared.registry_api.aliases import is_protected
+from shared.registry_api.client import NotFound, RegistryClient, RegistryError
 from shared.registry_api.schemas import GateStatus
 from shared.service_jobs import JobContext
 
@@ -47,7 +49,8 @@ GATE_JOB_KINDS = ("gate", "gate-a")  # job kinds whose bare rollouts a later gat
 
 
 class RecordLog:
-    """Append-only JSONL of rollout records, fsynced per line (a crash loses at most one)."""
+    """Append-only JSONL of rollout records, fsynced per line (a crash loses at most one, even
+    a machine's)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -58,6 +61,7 @@ class RecordLog:
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
             handle.flush()
+            os.fsync(handle.fileno())
 
 
 def read_records(path: Path) -> list[RolloutRecord]:
@@ -86,6 +90,7 @@ def plan_gate_job(
     task_ids: Sequence[str],
 ) -> PlannedGate:
     """The registry reads and the pre-rollout design checks; raises on anything wrong."""
+    check_references(request, client, settings)
     gate = plan_gate(
         client,
         task_ids=task_ids,
@@ -110,6 +115,7 @@ def plan_gate_a_job(
     task_ids: Sequence[str],
 ) -> PlannedGate:
     """Gate A: the drafts from the registry and the pre-rollout design checks."""
+    check_references(request, client, settings)
     gate = plan_gate_a(
         client,
         task_ids=task_ids,
@@ -123,6 +129,26 @@ def plan_gate_a_job(
     )
     gate.plan.check()
     return PlannedGate(request, gate)
+
+
+def check_references(
+    request: GateJobCreate | GateAJobCreate, client: RegistryClient, settings: EvaluatorSettings
+) -> None:
+    """What the job will need and can be checked now, so it is a 422 at submit rather than a
+    job that fails (or runs every rollout and then fails): the checkpoint exists, and the alias
+    it would move is one the evaluator may move."""
+    if request.move_alias and is_protected(request.alias, settings.protected_aliases):
+        raise DesignError(
+            f"alias {request.alias!r} is protected (or looks like a protected name): only an "
+            "operator moves it; run the gate with move_alias false, or on another alias",
+            field="alias",
+        )
+    try:
+        client.get_checkpoint(request.checkpoint_id)
+    except NotFound:
+        raise DesignError(
+            f"no checkpoint {request.checkpoint_id!r} in the registry", field="checkpoint_id"
+        ) from None
 
 
 def check_runner_identity(
@@ -170,6 +196,7 @@ def gate_job(
                 client, gate, round=request.round, identity=runner.identity, baseline=baseline
             )
             try:
+                context.opened_gate_run(run.id)
                 outcome = run_gate(
                     gate.plan,
                     runner,
@@ -212,9 +239,13 @@ def close_failed_run(client: RegistryClient, run_id: int, error: BaseException) 
 
 
 def registry_error_status(error: RegistryError) -> int:
-    """The status the evaluator answers with when planning hit a registry error."""
+    """The status the evaluator answers with when planning hit a registry error (503s come
+    with Retry-After: REGISTRY_RETRY_AFTER_S)."""
     if error.status_code in (404, 409, 422):
         return 422  # the request named something the registry does not have or refuses
     if error.status_code in (401, 403):
         return 502  # our own token is wrong: a deployment problem, not the caller's
     return 503
+
+
+REGISTRY_RETRY_AFTER_S = 5  # the readiness probe's own pace

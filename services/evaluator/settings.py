@@ -28,7 +28,23 @@ class EvaluatorSettings(BaseSettings):
     )
     jobs_dir: Path = Field(Path("runs") / "evaluator", description="job state, records, reports")
     max_workers: int = Field(1, ge=1, le=16, description="jobs run at once (one per accelerator)")
+    max_queued: int = Field(
+        16, ge=1, le=10_000, description="jobs one submitter role may have waiting (429 above)"
+    )
+    queue_retry_after_s: int = Field(30, ge=1, le=3600, description="what a 429 says to wait")
+    reap_interval_s: float = Field(
+        60.0, gt=0, le=3600, description="how often open gate runs whose job is gone are closed"
+    )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
+    max_body_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
+    )
+
+    protected_aliases: list[str] = Field(
+        default_factory=lambda: ["production"],
+        description="the registry's REGISTRY_PROTECTED_ALIASES: a gate that would move one (or "
+        "a look-alike) is refused at submit, as the registry would refuse the move",
+    )
 
     mask_seed: int = Field(DEFAULT_MASK_SEED, ge=0, le=2**62)
     budget: int = Field(DEFAULT_BUDGET, ge=1, le=64, description="K, chunks kept at most")
@@ -80,10 +96,11 @@ class EvaluatorSettings(BaseSettings):
             raise ValueError("EVALUATOR_LOAD_CHECKPOINT needs EVALUATOR_OPENAI_BASE_URL")
         return self
 
-    def registry_client(self):
-        """A client for the registry with this service's token."""
+    def registry_client(self, **options):
+        """A client for the registry with this service's token (`options`: the client's
+        timeout and retries)."""
         from shared.registry_api.client import RegistryClient
 
         if self.registry_token is None:
             raise LookupError("EVALUATOR_REGISTRY_TOKEN is not set")
-        return RegistryClient(self.registry_url, self.registry_token.get_secret_value())
+        return RegistryClient(self.registry_url, self.registry_token.get_secret_value(), **options)

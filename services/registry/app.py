@@ -16,7 +16,6 @@ from services.registry.audit.routes import router as audit_router
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.banks.fastpath import FrozenBankFastPath
 from services.registry.banks.routes import router as banks_router
-from services.registry.body_limit import BodySizeLimit
 from services.registry.cards.routes import router as cards_router
 from services.registry.chunks.routes import router as chunks_router
 from services.registry.concurrency import IdempotentReplay, replay_response
@@ -36,6 +35,7 @@ from services.registry.unit_of_work import GroupCommit
 from shared.auth import TokenTable, publish_roles
 from shared.observability import ServiceMetrics, instrument
 from shared.registry_api.schemas import MAX_JSON_DEPTH
+from shared.request_body import RequestBodyGuard
 
 API_PREFIX = "/v1"
 # A request body may hold a free-form document (MAX_JSON_DEPTH levels) a few levels down; any
@@ -115,7 +115,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     if settings.frozen_bank_fast_path:
         app.add_middleware(FrozenBankFastPath, registry=app)
     app.add_middleware(
-        BodySizeLimit, max_bytes=settings.max_body_bytes, max_depth=MAX_REQUEST_JSON_DEPTH
+        RequestBodyGuard, max_bytes=settings.max_body_bytes, max_depth=MAX_REQUEST_JSON_DEPTH
     )
     app.add_middleware(StandardHeaders)  # added last: outermost, so every answer has them
     install_error_handlers(app)

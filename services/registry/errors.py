@@ -7,18 +7,15 @@ pydantic's or ours, names the field the same way.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from shared.auth import install_auth_errors
+from shared.validation_errors import install_validation_errors
 
 
 class RegistryError(Exception):
@@ -124,28 +121,9 @@ def _database_unavailable(_request: Request, _error: Exception) -> JSONResponse:
     )
 
 
-def _json_safe(value: Any) -> Any:
-    """Echo input the 422 body can hold: NaN as text, lone surrogates as escapes."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_json_safe(key): _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(item) for item in value]
-    return value
-
-
-def _validation_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, RequestValidationError)
-    detail = _json_safe(jsonable_encoder(error.errors()))
-    return JSONResponse({"detail": detail}, status_code=422)
-
-
 def install_error_handlers(app: FastAPI) -> None:
     install_auth_errors(app)  # 401 (no or a bad token) and 403 (role), as every service answers
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    install_validation_errors(app)
     app.add_exception_handler(RegistryError, _registry_error)
     app.add_exception_handler(IntegrityError, _integrity_error)
     app.add_exception_handler(DataError, _data_error)

@@ -144,11 +144,22 @@ class AnalystClient(RetryingClient):
         return AllWrongGroupPublic.model_validate(response.json())
 
     def list_groups(
-        self, *, run_id: str | None = None, round: int | None = None, status: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        round: int | None = None,
+        status: str | None = None,
+        page_size: int = 500,
     ) -> list[AllWrongGroupPublic]:
-        params = {"run_id": run_id, "round": round, "status": status}
-        response = self.request("GET", "/v1/all-wrong-groups", params=params)
-        return [AllWrongGroupPublic.model_validate(item) for item in response.json()]
+        """Every matching group, read a page at a time (the service pages its listings)."""
+        groups: list[AllWrongGroupPublic] = []
+        while True:
+            params = {"run_id": run_id, "round": round, "status": status,
+                      "limit": page_size, "offset": len(groups)}  # fmt: skip
+            page = self.request("GET", "/v1/all-wrong-groups", params=params).json()
+            groups += [AllWrongGroupPublic.model_validate(item) for item in page]
+            if len(page) < page_size:
+                return groups
 
     # ------------------------------------------------------------ jobs
 

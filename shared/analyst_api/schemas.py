@@ -16,19 +16,52 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
-from shared.registry_api.schemas import Treatment
+from shared.registry_api.schemas import Name, StrictBool, StrictInt, Treatment
 from shared.service_jobs import JobPublic as JobPublic  # re-exported: the job document
 
 Slug = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 ]
-Label = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Uri = Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+# Text a service stores and echoes: no control character, no lone surrogate (which no answer
+# could encode). Numbers and flags are strict, as the registry's: `true` is not a round.
+def _storable(text: str) -> str:
+    if any(ord(character) < 0x20 for character in text):
+        raise ValueError("must not hold control characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (a lone surrogate is not)") from None
+    return text
+
+
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_storable)]
+Uri = Annotated[str, StringConstraints(min_length=1, max_length=1000), AfterValidator(_storable)]
+TaskId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")]
 Hash = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-Count = Annotated[int, Field(ge=0, le=2**31 - 1)]
-Id = Annotated[int, Field(ge=1, le=2**31 - 1)]
+Count = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+Id = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
+
+
+def _known_preset(name: str) -> str:
+    from shared.shopsim.presets import PRESETS
+
+    if name not in PRESETS:
+        raise ValueError(f"unknown ShopSim preset {name!r}; known: {', '.join(PRESETS)}")
+    return name
+
+
+EnvPreset = Annotated[str, AfterValidator(_known_preset)]
 
 # Policy backends the analyst can run retries, live tests and bare runs with: the agent
 # runtime's (`shared.agent.backends.make_backend`). `procedural` and `simulated` are test
@@ -64,7 +97,7 @@ class AllWrongGroupSubmit(_Wire):
     round: Count
     step: Count
     group_index: Count
-    task_id: Label
+    task_id: TaskId
     split: Literal["train"] = "train"
     bank_id: Id
     bank_hash: Hash
@@ -100,6 +133,12 @@ class PolicySpec(_Wire):
     model: Label | None = Field(None, description="served model name (openai); default: uri")
     base_url: Uri | None = Field(None, description="openai-compatible server (openai backend)")
 
+    @model_validator(mode="after")
+    def _backend_needs(self) -> PolicySpec:
+        if self.backend == "openai" and self.base_url is None:
+            raise ValueError("backend openai needs base_url (the server that serves the policy)")
+        return self
+
 
 class CompileRoundCreate(_Wire):
     """Close a round's slow loop on the frozen checkpoint and bank."""
@@ -108,11 +147,11 @@ class CompileRoundCreate(_Wire):
     round: Count
     bank_id: Id = Field(description="the frozen bank the round trained under (S_t)")
     policy: PolicySpec
-    env_preset: Label = "cpu"
-    seed: int = Field(20260830, ge=0, le=2**62)
+    env_preset: EnvPreset = "cpu"
+    seed: StrictInt = Field(20260830, ge=0, le=2**62)
     analyst_backend: AnalystBackendName = "rules"
     compiler_backend: CompilerBackendName = "deterministic"
-    max_candidates: int = Field(6, ge=0, le=6)
+    max_candidates: StrictInt = Field(6, ge=0, le=6)
 
 
 class ColdStartCreate(_Wire):
@@ -120,15 +159,15 @@ class ColdStartCreate(_Wire):
 
     run_id: Slug
     policy: PolicySpec
-    env_preset: Label = "cpu"
-    seed: int = Field(20260830, ge=0, le=2**62)
-    n_tasks: int = Field(400, ge=1, le=100_000, description="bare runs on train tasks")
+    env_preset: EnvPreset = "cpu"
+    seed: StrictInt = Field(20260830, ge=0, le=2**62)
+    n_tasks: StrictInt = Field(400, ge=1, le=100_000, description="bare runs on train tasks")
     analyst_backend: AnalystBackendName = "rules"
-    max_drafts: int = Field(16, ge=1, le=16)
-    gate_a: bool = Field(True, description="run Gate A through the evaluator and register S_0")
-    gate_a_tasks: int | None = Field(None, ge=1, le=100_000, description="default: whole val")
-    budget: int = Field(10, ge=1, le=10, description="K_init: S_0 keeps at most this many")
-    alias: str = Field("current", min_length=1, max_length=64, description="S_0 becomes it")
+    max_drafts: StrictInt = Field(16, ge=1, le=16)
+    gate_a: StrictBool = Field(True, description="run Gate A through the evaluator, register S_0")
+    gate_a_tasks: StrictInt | None = Field(None, ge=1, le=100_000, description="default: all val")
+    budget: StrictInt = Field(10, ge=1, le=10, description="K_init: S_0 keeps at most this many")
+    alias: Name = Field("current", description="S_0 becomes it")
 
 
 class FunnelCounts(BaseModel):

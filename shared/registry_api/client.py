@@ -556,11 +556,12 @@ class RegistryClient(RetryingClient):
 
     # ------------------------------------------------------------ cards and candidates
 
-    def create_card(self, card: CardCreate | Mapping[str, Any]) -> CardPublic:
+    def create_card(
+        self, card: CardCreate | Mapping[str, Any], *, idempotency_key: str | None = None
+    ) -> CardPublic:
         """Store a failure card (the privileged audit is stored apart)."""
-        return self._write(
-            "POST", "/v1/cards", CardPublic, _dump(CardCreate.model_validate(_dump(card)))
-        )
+        body = _dump(CardCreate.model_validate(_dump(card)))
+        return self._write("POST", "/v1/cards", CardPublic, body, idempotency_key=idempotency_key)
 
     def get_card(self, card_id: int) -> CardPublic:
         return self._get(f"/v1/cards/{card_id}", CardPublic)

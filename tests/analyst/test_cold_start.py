@@ -195,7 +195,10 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
         env_preset="test", n_tasks=12,
     )  # fmt: skip
 
-    def gate_a_gone(request):
+    sent_keys = []
+
+    def gate_a_gone(request, idempotency_key=None):
+        sent_keys.append(idempotency_key)
         raise TimeoutError("Gate A job still running")
 
     with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
@@ -219,6 +222,9 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
             }
             assert row["k"] == 4 and len(row["seeds"]) == 4
             assert row["verified"] == (row["with"] >= 1 and row["with"] > row["without"])
+    # the key the evaluator replays the first Gate A job by, when a retried cold start asks
+    # again (issue 34, item 4)
+    assert sent_keys == [f"cold-start:cs-{tag}:gate-a"]
 
 
 @pytest.mark.slow

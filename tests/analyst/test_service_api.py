@@ -10,7 +10,7 @@ import uvicorn
 
 from services.analyst.app import create_app
 from services.analyst.settings import AnalystSettings
-from shared.analyst_api import AnalystClient, AnalystError, JobFailed
+from shared.analyst_api import AnalystClient, AnalystError
 from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
 from shared.auth import TokenGrant, hash_token
 from shared.registry_api.schemas import Role
@@ -103,16 +103,15 @@ def test_readiness_reports_an_unreachable_registry(analyst):
         analyst.wait_ready(timeout=0.3, poll=0.1)
 
 
-def test_a_job_is_accepted_then_polled_and_its_failure_reported(analyst):
+def test_a_compile_while_the_registry_is_down_is_refused_at_submit(analyst):
+    """Its checkpoint and bank cannot be checked: a 503 saying when to retry, no job that can
+    only fail (issue 34, item 9)."""
     body = CompileRoundCreate(
         run_id="run-a", round=0, bank_id=1, policy={"checkpoint_id": "c", "backend": "procedural"}
     )
-    job = analyst.compile_round(body, idempotency_key="k-1")
-    assert job.status in ("queued", "running") and job.kind == "compile"
-    assert analyst.compile_round(body, idempotency_key="k-1").id == job.id  # replayed
-    with pytest.raises(JobFailed) as failed:
-        analyst.wait(job.id, timeout=60, poll=0.1)
-    assert "Unavailable" in failed.value.job.error  # the registry is down: the job says so
+    with pytest.raises(AnalystError) as refused:
+        analyst.compile_round(body, idempotency_key="k-1")
+    assert refused.value.status_code == 503
     with pytest.raises(AnalystError) as missing:
         analyst.get_job("compile-nope")
     assert missing.value.status_code == 404

@@ -10,15 +10,12 @@ hands in a group with its token, and an operator reads it back.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from registry_server import GRANTS, TOKENS
+from registry_server import TOKENS
 
 from shared.analyst_api import AnalystClient, AnalystError
 from shared.analyst_api.schemas import AllWrongGroupSubmit
-from tests.live_servers import free_port, live_server
+from tests.live_servers import free_port
 from tests.service_auth import (
     ANONYMOUS,
     assert_concurrent_callers_each_get_their_roles_answer,
@@ -27,6 +24,7 @@ from tests.service_auth import (
     assert_route_admits_only,
     published_policy,
 )
+from tests.service_servers import analyst_serving as serving
 
 READERS = {"trainer", "operator", "reader"}
 ROLES_OF = {
@@ -38,16 +36,6 @@ ROLES_OF = {
     ("POST", "/v1/cold-start-jobs"): {"operator"},
     ("GET", "/v1/jobs/{job_id}"): READERS,
 }
-
-
-def serving(registry_url: str, folder: Path):
-    env = {
-        "ANALYST_REGISTRY_URL": registry_url,
-        "ANALYST_REGISTRY_TOKEN": TOKENS["analyst"],
-        "ANALYST_TOKENS": json.dumps(GRANTS),
-        "ANALYST_DATA_DIR": str(folder / "data"),
-    }
-    return live_server(["analyst", "serve"], env, folder / "analyst.log")
 
 
 @pytest.fixture(scope="module")

@@ -34,5 +34,6 @@ def registry_url(tmp_path_factory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("registry") / "registry.log"
     with scratch_postgres_database(prefix="evaluator_test") as database_url:
         env = {"DATABASE_URL": database_url, "REGISTRY_TOKENS": json.dumps(GRANTS)}
-        with live_server(["registry", "serve", "--allow-owner"], env, log, timeout=60) as url:
+        # a loaded machine has taken minutes to start a service
+        with live_server(["registry", "serve", "--allow-owner"], env, log, timeout=600) as url:
             yield url

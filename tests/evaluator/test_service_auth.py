@@ -11,19 +11,17 @@ evaluation, each with its own token.
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-from registry_server import GRANTS, TOKENS
+from registry_server import TOKENS
 
 from services.analyst.cold_start import _evaluator_gate_a
 from services.analyst.settings import AnalystSettings
 from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from shared.registry_api.client import RegistryClient
-from tests.live_servers import free_port, live_server
+from tests.live_servers import free_port
 from tests.service_auth import (
     ANONYMOUS,
     assert_concurrent_callers_each_get_their_roles_answer,
@@ -32,6 +30,7 @@ from tests.service_auth import (
     assert_route_admits_only,
     published_policy,
 )
+from tests.service_servers import evaluator_serving as serving
 
 OBSERVERS = {"operator", "reader"}
 ROLES_OF = {
@@ -49,18 +48,6 @@ ROLES_OF = {
 
 def bearer(role: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[role]}"}
-
-
-def serving(registry_url: str, folder: Path):
-    env = {
-        "EVALUATOR_REGISTRY_URL": registry_url,
-        "EVALUATOR_REGISTRY_TOKEN": TOKENS["evaluator"],
-        "EVALUATOR_TOKENS": json.dumps(GRANTS),
-        "EVALUATOR_JOBS_DIR": str(folder / "jobs"),
-        "EVALUATOR_BACKEND": "procedural",
-        "EVALUATOR_ENV_PRESET": "test",
-    }
-    return live_server(["gate", "serve"], env, folder / "evaluator.log")
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from services.registry.aliases.service import is_protected
-from services.registry.body_limit import nesting_depth
 from services.registry.cards.gold import withhold_gold
 from services.registry.paths import plain_decimal
 from shared.auth import TokenGrant, TokenTable, Unauthorized, hash_token
 from shared.chunks import ChunkContent
+from shared.registry_api.aliases import is_protected
 from shared.registry_api.schemas import MAX_JSON_DEPTH, CardCreate, Role, json_depth
+from shared.request_body import nesting_depth
 
 
 @pytest.mark.parametrize(

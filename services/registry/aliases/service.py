@@ -3,9 +3,6 @@ other protected names move only by an operator."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
-
 from sqlmodel import Session
 
 from services.registry.aliases import repository
@@ -25,6 +22,7 @@ from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
 from shared.auth import Principal
+from shared.registry_api.aliases import is_protected
 from shared.registry_api.schemas import (
     AliasAction,
     AliasCreate,
@@ -68,28 +66,8 @@ def _check_target(session: Session, bank_id: int, gate_decision_id: int | None) 
         gates.require_final_decision(session, gate_decision_id, ("body", "gate_decision_id"))
 
 
-# Characters that read as one another in an alias name (Unicode TR39's confusables among the
-# characters a name may hold), folded to one of each class after casefolding (so I is i):
-# the thin strokes 1 i l |, the rounds 0 o; then the pairs that read as one letter, rn and cl.
-_LOOK_ALIKE_LETTERS = str.maketrans({"1": "l", "i": "l", "|": "l", "0": "o"})
-_LOOK_ALIKE_PAIRS = (("rn", "m"), ("vv", "w"), ("cl", "d"))
-_SEPARATORS = re.compile(r"[._\-\s]+")
-
-
-def skeleton(name: str) -> str:
-    """What `name` looks like: case, width, separators and look-alike characters folded."""
-    folded = _SEPARATORS.sub("", unicodedata.normalize("NFKC", name).casefold())
-    folded = folded.translate(_LOOK_ALIKE_LETTERS)
-    for pair, letter in _LOOK_ALIKE_PAIRS:
-        folded = folded.replace(pair, letter)
-    return folded
-
-
-def is_protected(name: str, protected_names: list[str]) -> bool:
-    """`name` is, or looks like, a protected alias (`production.` and `Pr0duction` included)."""
-    return skeleton(name) in {skeleton(protected) for protected in protected_names}
-
-
+# Characters that read as others in an alias name (Unicode TR39's confusables among the
+# characters a name may hold), and the separators a reader's eye skips.
 def _check_protection(name: str, principal: Principal, protected_names: list[str]) -> None:
     if is_protected(name, protected_names) and principal.role != Role.operator:
         raise Forbidden(

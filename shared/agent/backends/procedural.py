@@ -23,6 +23,8 @@ Randomness, all seeded by the request seeds: with probability `slip` per results
 a random result instead, so siblings of one GRPO group can differ; with probability
 `competence` per episode and mechanism it follows that mechanism unprompted, like a base model
 that sometimes shops well on its own (default 0: only the skill block switches mechanisms on).
+`turn_delay_s` makes each turn take that long, like a model's latency (the service tests that
+stop a server mid-job need a job that is still running).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -157,10 +160,14 @@ class ProceduralPolicy:
         checkpoint_id: str | None = None,
         slip: float = 0.05,
         competence: float = 0.0,
+        turn_delay_s: float = 0.0,
         **_ignored: Any,
     ) -> None:
         if not (0.0 <= slip <= 1.0 and 0.0 <= competence <= 1.0):
             raise ValueError("slip and competence must be probabilities")
+        if turn_delay_s < 0:
+            raise ValueError("turn_delay_s must be >= 0")
+        self.turn_delay_s = turn_delay_s
         self.competence = competence
         self.model_id = f"procedural-test-double:{model}"
         self.checkpoint_id = checkpoint_id or "procedural-test-double"
@@ -172,6 +179,7 @@ class ProceduralPolicy:
     ) -> list[TurnOutput | TurnFailure]:
         outputs: list[TurnOutput | TurnFailure] = []
         for request in requests:
+            time.sleep(self.turn_delay_s)
             try:
                 action = self.act(request)
             except Exception as error:  # a parsing bug fails its episode, not the batch

@@ -1,5 +1,10 @@
-"""Refuse request bodies over a size limit (413), not UTF-8 (415) or nested too deeply (422),
-before any of it is parsed or stored."""
+"""The one way every service reads a request body: size limit, then auth, then parsing.
+
+`RequestBodyGuard` wraps each service's app (registry, evaluator, analyst). A body over the
+limit is a 413 before any of it is buffered past the limit; a service that names its token table
+refuses a request without a valid bearer token (401) before reading its body at all; a body in
+another encoding than UTF-8 is a 415 and one that nests deeper than the limit a 422, before the
+parser sees it. Only then does the app see the body, as one message."""
 
 from __future__ import annotations
 
@@ -8,6 +13,12 @@ import json
 import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from shared.auth import TokenTable, Unauthorized
+
+# Deep enough for every evaluator and analyst request body (none nests past 5 levels), far
+# below where parsing or echoing a body would recurse without bound.
+SERVICE_JSON_DEPTH = 32
 
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_A_BRACKET = re.compile(rb"[^\[\]{}]+")
@@ -28,9 +39,12 @@ def nesting_depth(body: bytes, limit: int) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
-class BodySizeLimit:
-    """ASGI middleware: 413 when Content-Length, or the bytes actually sent, pass `max_bytes`;
-    415 when the body is JSON in another encoding than UTF-8; 422 when it nests arrays and
+class RequestBodyGuard:
+    """ASGI middleware for requests with a body (any method but GET, HEAD, OPTIONS): 413 when
+    Content-Length passes `max_bytes`; then, given `tokens`, 401 (with WWW-Authenticate)
+    unless the bearer token is valid (which role a route admits stays the route's business);
+    then 413 when the bytes actually sent pass `max_bytes`; 415 when the body is JSON in another
+    encoding than UTF-8; 422 when the body nests arrays and
     objects deeper than `max_depth`.
 
     The body is read here in full (the app would buffer it anyway) so that a chunked upload
@@ -40,10 +54,13 @@ class BodySizeLimit:
     writes the audit log at 254).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, max_depth: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, max_depth: int, tokens: TokenTable | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.max_depth = max_depth
+        self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -52,6 +69,12 @@ class BodySizeLimit:
         for name, value in scope["headers"]:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
                 await self._refuse(send)
+                return
+        if self.tokens is not None:
+            try:
+                self.tokens.authenticate(_header(scope, b"authorization"))
+            except Unauthorized as refusal:
+                await _answer(send, 401, {"detail": refusal.detail}, _CHALLENGE)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -97,8 +120,21 @@ class BodySizeLimit:
         await _answer(send, 422, {"detail": [problem]})
 
 
-async def _answer(send: Send, status: int, content: dict) -> None:
+_CHALLENGE = [(b"www-authenticate", b"Bearer")]
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def _answer(
+    send: Send, status: int, content: dict, extra: list[tuple[bytes, bytes]] = ()
+) -> None:
     body = json.dumps(content).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    headers += extra
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
