@@ -3,7 +3,8 @@ and a real console process, as an operator and as a reader meet it.
 
 What is expected comes from the issue and from what the fixture wrote: the seed's rewrite of
 price-check (S0 = bank 1 -> bank 3), the review round's gold title, the reason typed here.
-Screenshots of every page land in runs/console-screenshots/ (1280 x 800).
+Screenshots of every page land in runs/console-screenshots/ (1280 x 800; layout/ holds each
+main page at 1400 and 390 px).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def world(tmp_path_factory):
 
 
 def shot(driver, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / f"{name}.png").parent.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(SHOTS / f"{name}.png"))
 
 
@@ -206,3 +207,163 @@ def test_a_reader_sees_no_write_controls_and_a_forged_post_is_refused(world, tmp
     assert answer.status_code == 403 and "Traceback" not in answer.text
     with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
         assert registry.get_alias("production").revision == before.revision
+
+
+def rollback_target_in_registry(world, name: str) -> int:
+    """Where the registry's own history says a roll back goes: its latest move's origin."""
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        return registry.alias_history(name)[-1].from_bank_id
+
+
+def test_roll_back_names_its_target_bank_and_asks_before_it_moves(world, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    with chromium(tmp_path / "profile") as driver:
+        log_in(driver, world, "operator")
+        # `current` was only ever created (seed-demo): there is nothing to roll back to.
+        assert not driver.find_elements(By.ID, "rollback-current")
+        assert "no earlier bank" in driver.find_element(By.ID, "aliases").text
+        with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+            now = registry.get_alias("production").bank_id
+        target = rollback_target_in_registry(world, "production")
+        link = driver.find_element(By.ID, "rollback-production")
+        assert link.text == f"Roll back to bank {target}…"
+        link.click()
+
+        heading = wait_for(driver, "rollback-form") and driver.find_element(By.TAG_NAME, "h1")
+        assert heading.text == f"Roll back production to bank {target}?"
+        summary = driver.find_element(By.ID, "rollback-summary").text
+        assert f"points at bank {now} now" in summary and f"bank {target}" in summary
+        assert f"From bank {now} to bank {target}" in driver.find_element(By.ID, "rollback-diff").text
+        button = driver.find_element(By.ID, "rollback-confirm")
+        assert button.text == f"Roll back production to bank {target}"
+        shot(driver, "rollback-confirmation")
+        with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+            assert registry.get_alias("production").bank_id == now  # the page moved nothing
+
+        button.click()  # no reason typed: the browser's own `required` check holds the form
+        assert driver.find_elements(By.ID, "rollback-form")
+        driver.find_element(By.ID, "rollback-reason").send_keys("bank regressed on review")
+        driver.find_element(By.ID, "rollback-confirm").click()
+        wait_for(driver, "aliases")
+        flash = driver.find_element(By.CSS_SELECTOR, ".flash").text
+        assert flash == f"production rolled back to bank {target}."
+        with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+            assert registry.get_alias("production").bank_id == target
+            assert registry.alias_history("production")[-1].reason == "bank regressed on review"
+
+
+def test_a_stale_roll_back_changes_nothing_and_keeps_the_typed_reason(world, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    with chromium(tmp_path / "profile") as driver:
+        log_in(driver, world, "operator")
+        driver.get(f"{world.console_url}/aliases/production/rollback")
+        wait_for(driver, "rollback-form")
+        with RegistryClient(world.registry_url, world.tokens["operator"]) as registry:
+            alias = registry.get_alias("production")
+            elsewhere = next(b for b in world.seeded.bank_ids if b != alias.bank_id)
+            registry.move_alias("production", elsewhere, reason="meanwhile", if_match=alias.etag)
+        driver.find_element(By.ID, "rollback-reason").send_keys("typed before the move")
+        driver.find_element(By.ID, "rollback-confirm").click()
+        problem = wait_for(driver, "problem").text
+        assert "Someone moved it first" in problem and f"bank {elsewhere}" in problem
+        kept = driver.find_element(By.ID, "rollback-reason").get_attribute("value")
+        assert kept == "typed before the move"
+        with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+            assert registry.get_alias("production").bank_id == elsewhere
+
+
+# --------------------------------------------------------------- layout at two widths
+
+WIDTHS = (1400, 390)  # a desktop and a phone (the issue's two widths)
+
+# What a user sees of the page: the scrolled-to width against the viewport, and the "Log out"
+# button's box, whether it is the element on top at its centre, and its text's contrast with
+# the background actually painted behind it (WCAG's formula; 4.5:1 for normal text).
+LAYOUT_PROBE = """
+const root = document.documentElement;
+const button = [...document.querySelectorAll("header button")].find(b => b.textContent.trim() === "Log out");
+if (!button) return {overflow: root.scrollWidth - root.clientWidth, logout: null};
+const box = button.getBoundingClientRect();
+const top = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+const rgb = s => s.match(/[\\d.]+/g).map(Number);
+const luminance = ([r, g, b]) => { const c = [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]; };
+let node = button, background = null;
+while (node && node.nodeType === 1) { const c = rgb(getComputedStyle(node).backgroundColor); if (c.length < 4 || c[3] > 0) { background = c; break; } node = node.parentElement; }
+background = background || [255, 255, 255];
+const a = luminance(rgb(getComputedStyle(button).color)), b = luminance(background);
+return {
+  overflow: root.scrollWidth - root.clientWidth,
+  logout: {left: box.left, right: box.right, top: box.top, bottom: box.bottom,
+           width: box.width, height: box.height, on_top: top === button || button.contains(top),
+           contrast: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)},
+  viewport: [window.innerWidth, window.innerHeight],
+};
+"""
+
+
+def main_pages(world) -> dict[str, str]:
+    """Each main page of the console, by the name its screenshot gets."""
+    s0, _, final = world.seeded.bank_ids
+    return {
+        "banks": "/banks",
+        "bank": f"/banks/{final}",
+        "bank-diff": f"/banks/diff?from={s0}&to={final}",
+        "rollback": "/aliases/production/rollback",
+        "chunks": "/chunks",
+        "chunk": f"/chunks/{world.seeded.chunk_ids['price-check']}",
+        "gates": "/gates",
+        "gate": f"/gates/{world.seeded.gate_ids[1]}",
+        "observations": f"/gates/{world.seeded.gate_ids[1]}/observations",
+        "review": "/review",
+        "card": f"/cards/{world.review.eligible_card}",
+        "candidate": f"/candidates/{world.review.candidate}",
+        "episode": f"/cards/{world.review.eligible_card}/episode",
+        "audit": "/audit",
+    }
+
+
+def layout_problems(driver, width: int) -> list[str]:
+    """What is wrong with the page on screen: page overflow, a hidden or unreadable Log out."""
+    probe = driver.execute_script(LAYOUT_PROBE)
+    problems = []
+    if probe["overflow"] > 0:
+        problems.append(f"the page is {probe['overflow']} px wider than the {width} px screen")
+    logout = probe["logout"]
+    if logout is None:
+        return [*problems, "no Log out button"]
+    if logout["width"] < 1 or logout["left"] < 0 or logout["right"] > width or logout["top"] < 0:
+        problems.append(f"Log out is outside the screen: {logout}")
+    elif not logout["on_top"]:
+        problems.append(f"Log out is covered by another element: {logout}")
+    if logout["contrast"] < 4.5:
+        problems.append(f"Log out's text contrast is {logout['contrast']:.2f}:1 (< 4.5:1)")
+    return problems
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_main_page_fits_the_screen_with_a_readable_log_out(world, tmp_path, width):
+    from selenium.webdriver.common.by import By
+
+    problems = {}
+    with chromium(tmp_path / "profile", width=width) as driver:
+        log_in(driver, world, "operator")
+        for name, path in main_pages(world).items():
+            driver.get(world.console_url + path)
+            assert driver.find_elements(By.ID, "role"), f"{name}: not a logged-in page"
+            shot(driver, f"layout/{name}-{width}")
+            if found := layout_problems(driver, width):
+                problems[name] = found
+        # An alias's history, opened: each reason reads as lines, not a few letters a line.
+        driver.get(f"{world.console_url}/banks")
+        driver.find_element(By.CSS_SELECTOR, "#history-production summary").click()
+        reasons = driver.find_elements(By.CSS_SELECTOR, "#history-production td.reason")
+        assert reasons and min(r.size["width"] for r in reasons) >= 180, width
+        # A bank's titles keep a readable column on a phone too.
+        driver.get(f"{world.console_url}/banks/{world.seeded.bank_ids[-1]}")
+        titles = driver.find_elements(By.CSS_SELECTOR, "#entries td.wrap")
+        assert titles and min(t.size["width"] for t in titles) >= 140, width
+        if found := layout_problems(driver, width):
+            problems["bank"] = found
+    assert problems == {}
