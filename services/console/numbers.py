@@ -37,3 +37,23 @@ def included_counts(registry: RegistryClient, gate: GateRunPublic) -> dict[int, 
                 counts[version_id] += included
         offset = page.next_offset
     return counts
+
+
+# What each gate verdict means, in the legend under the decision table and the plot.
+VERDICTS = {
+    "selected": "kept: strictly positive and within the budget of K chunks",
+    "retired": "a current chunk not kept: it leaves the bank",
+    "non_positive": "a new chunk (or rewrite winner) whose coefficient was not above zero",
+    "rewrite_loser": "a version that lost to another version of the same chunk",
+    "budget_excluded": "positive, but ranked below the K chunks the bank may hold",
+}
+
+COMPONENTS = {
+    "r_strict": "the probability of a strict success",
+    "r_success": "the probability of a success",
+}
+
+
+def describe_component(component: str) -> str:
+    """What a reward component's coefficient is a change in, for axis titles."""
+    return COMPONENTS.get(component, f"the mean of {component}, 0 to 1")

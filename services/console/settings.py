@@ -27,7 +27,7 @@ class ConsoleSettings(BaseSettings):
         5, ge=1, description="logins one registry user holds at once (their oldest dropped)"
     )
     logins_per_minute: int = Field(
-        10, ge=1, description="logins one registry user may open per minute (then 429)"
+        20, ge=1, description="logins one registry user may open per minute (then 429)"
     )
     cookie_secure: bool | None = Field(
         None, description="Secure cookie flag; unset: on when the request came over https"

@@ -65,8 +65,20 @@ def text_without(driver, element, tag: str) -> str:
     )
 
 
-def numbered(content: dict) -> str:
-    return "\n".join(f"{i}. {step}" for i, step in enumerate(content["procedure"], 1))
+def procedure_sides(driver, procedure) -> tuple[list[str], list[str]]:
+    """A drawn procedure diff read back as (old steps, new steps): each step that has a
+    number on that side, without the other side's words."""
+    from selenium.webdriver.common.by import By
+
+    steps = procedure.find_elements(By.CSS_SELECTOR, ".step")
+    return tuple(
+        [
+            text_without(driver, step.find_element(By.CSS_SELECTOR, ".text"), other)
+            for step in steps
+            if step.get_attribute(side)
+        ]
+        for side, other in (("data-old", "ins"), ("data-new", "del"))
+    )
 
 
 def test_operator_reviews_a_diff_promotes_and_finds_it_in_the_audit_log(world, tmp_path):
@@ -86,23 +98,49 @@ def test_operator_reviews_a_diff_promotes_and_finds_it_in_the_audit_log(world, t
         price = world.seeded.chunk_ids["price-check"]
         rewrite = driver.find_element(By.ID, f"rewrite-{price}")
         procedure = rewrite.find_element(By.CSS_SELECTOR, "dd[data-field=procedure]")
-        # A word diff: the old text without the insertions, the new one without the deletions.
-        assert text_without(driver, procedure, "ins") == numbered(CHUNKS["price-check"])
-        assert text_without(driver, procedure, "del") == numbered(PRICE_CHECK_V2)
-        assert "of the selected option, not the range" in " ".join(texts(rewrite, "ins"))
+        # Step by step, then word by word: the old steps without the insertions, the new ones
+        # without the deletions; the inserted step 2 is one insertion, and old step 2 is
+        # diffed against new step 3 (what it became), not spread across both.
+        assert procedure_sides(driver, procedure) == (
+            CHUNKS["price-check"]["procedure"],
+            PRICE_CHECK_V2["procedure"],
+        )
+        inserted = procedure.find_element(By.CSS_SELECTOR, ".step.added")
+        assert inserted.get_attribute("data-new") == "2"
+        assert texts(inserted, ".text ins") == [
+            "read the price of the selected option, not the range"
+        ]
+        moved = procedure.find_element(By.CSS_SELECTOR, ".step[data-old='2']")
+        assert moved.get_attribute("data-new") == "3"
+        assert texts(moved, ".text del") == ["the price"] and texts(moved, ".text ins") == ["it"]
         assert driver.find_element(By.ID, f"added-{world.seeded.chunk_ids['verify-before-buy']}")
         shot(driver, "bank-diff")
 
         rewrite.find_element(By.LINK_TEXT, "price-check").click()
         version_2 = wait_for(driver, "version-2")
         procedure = version_2.find_element(By.CSS_SELECTOR, "dd[data-field=procedure]")
-        assert text_without(driver, procedure, "del") == numbered(PRICE_CHECK_V2)
+        assert procedure_sides(driver, procedure)[1] == PRICE_CHECK_V2["procedure"]
         assert "production" in driver.find_element(By.ID, "active").text
         shot(driver, "chunk")
 
         driver.get(f"{world.console_url}/gates/{world.seeded.gate_ids[1]}")
         assert len(driver.find_elements(By.CSS_SELECTOR, "#decision tbody tr")) == 6
         assert len(driver.find_elements(By.CSS_SELECTOR, "#coefficient-plot circle")) == 6
+        # Numbers that say what they are: a labelled axis, n per row, one colour per verdict.
+        assert "r_strict" in driver.find_element(By.ID, "axis-title").text
+        header = driver.find_element(By.CSS_SELECTOR, "#decision thead").text
+        assert " n " in f" {header} " and "coefficient (r_strict)" in header
+        legend = driver.find_elements(By.CSS_SELECTOR, "#verdicts .status")
+        colours = {pill.value_of_css_property("color") for pill in legend}
+        assert len(legend) == 5 and len(colours) == 5
+        dots = driver.find_elements(By.CSS_SELECTOR, "#coefficient-plot circle")
+        fill = {}
+        for dot in dots:
+            fill.setdefault(dot.get_attribute("class"), set()).add(
+                dot.value_of_css_property("fill")
+            )
+        assert all(len(f) == 1 for f in fill.values())  # one colour per status
+        assert len({f.pop() for f in fill.values()}) == len(fill)  # and no two statuses share
         shot(driver, "gate")
 
         driver.get(f"{world.console_url}/review")
@@ -234,7 +272,9 @@ def test_roll_back_names_its_target_bank_and_asks_before_it_moves(world, tmp_pat
         assert heading.text == f"Roll back production to bank {target}?"
         summary = driver.find_element(By.ID, "rollback-summary").text
         assert f"points at bank {now} now" in summary and f"bank {target}" in summary
-        assert f"From bank {now} to bank {target}" in driver.find_element(By.ID, "rollback-diff").text
+        assert (
+            f"From bank {now} to bank {target}" in driver.find_element(By.ID, "rollback-diff").text
+        )
         button = driver.find_element(By.ID, "rollback-confirm")
         assert button.text == f"Roll back production to bank {target}"
         shot(driver, "rollback-confirmation")
@@ -278,29 +318,7 @@ def test_a_stale_roll_back_changes_nothing_and_keeps_the_typed_reason(world, tmp
 
 WIDTHS = (1400, 390)  # a desktop and a phone (the issue's two widths)
 
-# What a user sees of the page: the scrolled-to width against the viewport, and the "Log out"
-# button's box, whether it is the element on top at its centre, and its text's contrast with
-# the background actually painted behind it (WCAG's formula; 4.5:1 for normal text).
-LAYOUT_PROBE = """
-const root = document.documentElement;
-const button = [...document.querySelectorAll("header button")].find(b => b.textContent.trim() === "Log out");
-if (!button) return {overflow: root.scrollWidth - root.clientWidth, logout: null};
-const box = button.getBoundingClientRect();
-const top = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
-const rgb = s => s.match(/[\\d.]+/g).map(Number);
-const luminance = ([r, g, b]) => { const c = [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; }); return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]; };
-let node = button, background = null;
-while (node && node.nodeType === 1) { const c = rgb(getComputedStyle(node).backgroundColor); if (c.length < 4 || c[3] > 0) { background = c; break; } node = node.parentElement; }
-background = background || [255, 255, 255];
-const a = luminance(rgb(getComputedStyle(button).color)), b = luminance(background);
-return {
-  overflow: root.scrollWidth - root.clientWidth,
-  logout: {left: box.left, right: box.right, top: box.top, bottom: box.bottom,
-           width: box.width, height: box.height, on_top: top === button || button.contains(top),
-           contrast: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)},
-  viewport: [window.innerWidth, window.innerHeight],
-};
-"""
+LAYOUT_PROBE = (Path(__file__).parent / "layout_probe.js").read_text(encoding="utf-8")
 
 
 def main_pages(world) -> dict[str, str]:
@@ -359,11 +377,11 @@ def test_every_main_page_fits_the_screen_with_a_readable_log_out(world, tmp_path
         driver.get(f"{world.console_url}/banks")
         driver.find_element(By.CSS_SELECTOR, "#history-production summary").click()
         reasons = driver.find_elements(By.CSS_SELECTOR, "#history-production td.reason")
-        assert reasons and min(r.size["width"] for r in reasons) >= 180, width
+        if not reasons or min(r.size["width"] for r in reasons) < 180:
+            problems["alias history"] = ["a reason column narrower than 180 px"]
         # A bank's titles keep a readable column on a phone too.
         driver.get(f"{world.console_url}/banks/{world.seeded.bank_ids[-1]}")
         titles = driver.find_elements(By.CSS_SELECTOR, "#entries td.wrap")
-        assert titles and min(t.size["width"] for t in titles) >= 140, width
-        if found := layout_problems(driver, width):
-            problems["bank"] = found
+        if not titles or min(t.size["width"] for t in titles) < 140:
+            problems["bank titles"] = ["a title column narrower than 140 px"]
     assert problems == {}

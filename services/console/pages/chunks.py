@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from services.console.deps import Login
 from services.console.diffing import FieldDiff, chunk_diff
+from services.console.numbers import MEANINGS, included_counts
 from services.console.views import render
 from shared.registry_api.client import RegistryClient
 from shared.registry_api.schemas import (
@@ -29,6 +30,19 @@ class Verdict:
     gate: GateRunPublic
     row: DecisionRowPublic
     provisional: bool
+    component: str  # the decision's primary reward component: what its coefficient is about
+    n: int  # observations whose mask included this version
+
+    @property
+    def coefficient(self) -> float | None:
+        return self.row.coefficients.get(self.component)
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        low, high = self.row.ci_low or {}, self.row.ci_high or {}
+        if self.component in low and self.component in high:
+            return low[self.component], high[self.component]
+        return None
 
 
 @dataclass(frozen=True)
@@ -61,9 +75,18 @@ def _verdicts(registry: RegistryClient, version_ids: set[int]) -> dict[int, list
         if gate.decision_id is None or not pooled & version_ids:
             continue
         decision = registry.get_decision(gate.decision_id)
+        counts = included_counts(registry, gate)
         for row in decision.rows:
             if row.chunk_version_id in version_ids:
-                found[row.chunk_version_id].append(Verdict(gate, row, decision.provisional))
+                found[row.chunk_version_id].append(
+                    Verdict(
+                        gate,
+                        row,
+                        decision.provisional,
+                        decision.primary_component,
+                        counts.get(row.chunk_version_id, 0),
+                    )
+                )
     return found
 
 
@@ -94,4 +117,5 @@ def chunk_page(request: Request, session: Login, chunk_id: int) -> Response:
         chunk=chunk,
         views=list(reversed(views)),
         active=_active_in(registry, chunk_id),
+        meanings=MEANINGS,
     )
