@@ -48,12 +48,11 @@ VERDICTS = {
     "budget_excluded": "positive, but ranked below the K chunks the bank may hold",
 }
 
-COMPONENTS = {
-    "r_strict": "the probability of a strict success",
-    "r_success": "the probability of a success",
-}
+COMPONENTS = {"r_strict": "P(strict success)", "r_success": "P(success)"}
 
 
-def describe_component(component: str) -> str:
-    """What a reward component's coefficient is a change in, for axis titles."""
-    return COMPONENTS.get(component, f"the mean of {component}, 0 to 1")
+def axis_title(component: str) -> str:
+    """What a coefficient plot's axis measures (short enough for the plot's 470 px axis)."""
+    return (
+        f"change in {COMPONENTS.get(component, 'mean ' + component)} with the chunk in the prompt"
+    )

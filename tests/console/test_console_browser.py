@@ -127,7 +127,8 @@ def test_operator_reviews_a_diff_promotes_and_finds_it_in_the_audit_log(world, t
         assert len(driver.find_elements(By.CSS_SELECTOR, "#decision tbody tr")) == 6
         assert len(driver.find_elements(By.CSS_SELECTOR, "#coefficient-plot circle")) == 6
         # Numbers that say what they are: a labelled axis, n per row, one colour per verdict.
-        assert "r_strict" in driver.find_element(By.ID, "axis-title").text
+        axis = driver.find_element(By.ID, "coefficient-plot-axis").text
+        assert axis == "change in P(strict success) with the chunk in the prompt"
         header = driver.find_element(By.CSS_SELECTOR, "#decision thead").text
         assert " n " in f" {header} " and "coefficient (r_strict)" in header
         legend = driver.find_elements(By.CSS_SELECTOR, "#verdicts .status")

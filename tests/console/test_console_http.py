@@ -273,3 +273,17 @@ def test_times_say_utc_and_the_audit_log_links_its_objects_and_says_what_changed
 def test_the_review_queue_names_chunks_by_slug(world):
     page = logged_in(world, "reader").get("/review").text
     assert ">option-axes</a> v" in page and ">chunk " not in page
+
+
+def test_each_promotion_shows_the_gate_result_behind_its_bank(world):
+    page = logged_in(world, "reader").get("/banks").text
+    table = page[
+        page.index('id="promotions"') : page.index("</table>", page.index('id="promotions"'))
+    ]
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        moved = next(e for e in registry.alias_history("production") if e.action.value == "move")
+        decision_id = registry.get_bank(moved.to_bank_id).gate_decision_id
+        gate = next(g for g in registry.list_gate_runs() if g.decision_id == decision_id)
+        kept = sum(r.status.value == "selected" for r in registry.get_decision(decision_id).rows)
+    row = next(r for r in table.split("<tr>") if f"r{moved.revision}<" in r and "production" in r)
+    assert f'href="/gates/{gate.id}"' in row and f">{kept}</td>" in row

@@ -22,6 +22,7 @@ from shared.registry_api.schemas import (
     AliasPublic,
     BankEntryPublic,
     BankPublic,
+    DecisionPublic,
     DecisionRowPublic,
 )
 
@@ -99,11 +100,61 @@ def rollback_target(alias: AliasPublic, newest_first: list[AliasEventPublic]) ->
     return target if target is not None and target != alias.bank_id else None
 
 
+@dataclass(frozen=True)
+class TestResult:
+    """A gate decision in one line: what it kept and how sure the fit was."""
+
+    gate_id: int | None
+    decision: DecisionPublic
+    kept: int
+    above_zero: int  # kept chunks whose 95% interval lies above zero
+    largest: float | None
+
+    @classmethod
+    def of(cls, decision: DecisionPublic, gate_id: int | None) -> TestResult:
+        component = decision.primary_component
+        kept = [row for row in decision.rows if row.status.value == "selected"]
+        lows = [_interval(row, component) for row in kept]
+        effects = [row.coefficients[component] for row in kept if component in row.coefficients]
+        return cls(
+            gate_id,
+            decision,
+            len(kept),
+            sum(1 for ci in lows if ci is not None and ci[0] > 0),
+            max(effects, default=None),
+        )
+
+
+@dataclass(frozen=True)
+class Promotion:
+    event: AliasEventPublic
+    result: TestResult | None  # the decision the move named, else the bank's admitting one
+
+
+def promotions(
+    registry: RegistryClient, history: dict[str, list[AliasEventPublic]], banks: list
+) -> list[Promotion]:
+    """Every time an alias was pointed at a bank, newest first, with the test result behind it."""
+    admitting = {bank.id: bank.gate_decision_id for bank in banks}
+    gate_of = gate_of_decision(registry)
+    results: dict[int, TestResult] = {}
+    found = []
+    for event in sorted((e for h in history.values() for e in h), key=lambda e: e.id):
+        decision_id = event.gate_decision_id or admitting.get(event.to_bank_id)
+        if decision_id is not None and decision_id not in results:
+            results[decision_id] = TestResult.of(
+                registry.get_decision(decision_id), gate_of.get(decision_id)
+            )
+        found.append(Promotion(event, results.get(decision_id) if decision_id else None))
+    return list(reversed(found))
+
+
 @router.get("/banks")
 def banks_index(request: Request, session: Login) -> Response:
     registry = session.registry
     aliases = registry.list_aliases()
     history = {alias.name: list(reversed(registry.alias_history(alias.name))) for alias in aliases}
+    banks = all_banks(registry)
     return render(
         request,
         "banks.html",
@@ -111,8 +162,10 @@ def banks_index(request: Request, session: Login) -> Response:
         aliases=aliases,
         history=history,
         targets={alias.name: rollback_target(alias, history[alias.name]) for alias in aliases},
-        banks=all_banks(registry),
+        banks=banks,
         gate_of=gate_of_decision(registry),
+        promotions=promotions(registry, history, banks),
+        meanings=MEANINGS,
     )
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from services.console.deps import Login, SettingsDep
-from services.console.numbers import MEANINGS, VERDICTS, describe_component, included_counts
+from services.console.numbers import MEANINGS, VERDICTS, axis_title, included_counts
 from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
@@ -88,8 +88,7 @@ def gate_page(request: Request, session: Login, settings: SettingsDep, gate_id: 
                 )
             )
         plot = coefficient_plot(
-            axis_title=f"change in {component} when the chunk is in the prompt "
-            f"({describe_component(component)}), dot = estimate, bar = 95% CI",
+            axis_title=axis_title(component),
             rows=[
                 (
                     f"{line.row.slug} v{line.row.version}",
