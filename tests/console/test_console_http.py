@@ -265,7 +265,11 @@ def test_times_say_utc_and_the_audit_log_links_its_objects_and_says_what_changed
     assert 'href="/banks#history-production"' in page
     # The seed moved production from S0 to its second bank: the row says so without the JSON.
     s0, second, _ = world.seeded.bank_ids
-    assert re.search(rf'<span class="key">bank_id</span> {s0} → {second}', page)
+    assert re.search(
+        rf'<span class="key">bank_id</span> <a href="/banks/{s0}">{s0}</a> → '
+        rf'<a href="/banks/{second}">{second}</a>',
+        page,
+    )
     banks = client.get("/audit", params={"object_type": "bank"}).text
     assert f'href="/banks/{s0}"' in banks
 

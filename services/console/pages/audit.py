@@ -56,6 +56,11 @@ class Change:
     before: str
     after: str
 
+    def link(self, value: str) -> str | None:
+        """The page of the object an id field names (None for other fields and no value)."""
+        page = ID_PAGES.get(self.key)
+        return page.format(value) if page and value.isdigit() else None
+
 
 def _scalar(value: Any) -> str | None:
     """A value short enough to read in a table cell; None for documents (left to the JSON)."""
@@ -80,6 +85,17 @@ def changes(entry: AuditEntryPublic, limit: int = 6) -> list[Change]:
 
 
 FIRST = {"bank_id", "status", "revision", "version", "round", "slug"}  # what a reader looks for
+# Fields that hold an object's id, and the page that object has.
+ID_PAGES = {
+    "bank_id": "/banks/{}",
+    "parent_bank_id": "/banks/{}",
+    "base_bank_id": "/banks/{}",
+    "chunk_id": "/chunks/{}",
+    "target_chunk_id": "/chunks/{}",
+    "gate_run_id": "/gates/{}",
+    "candidate_id": "/candidates/{}",
+    "card_id": "/cards/{}",
+}
 NOISE = {"etag", "updated_at", "created_at", "content_hash", "updated_by", "created_by"}
 
 

@@ -22,6 +22,7 @@ from shared.registry_api.schemas import (
     AliasPublic,
     BankEntryPublic,
     BankPublic,
+    BankSummary,
     DecisionPublic,
     DecisionRowPublic,
 )
@@ -101,7 +102,7 @@ def rollback_target(alias: AliasPublic, newest_first: list[AliasEventPublic]) ->
 
 
 @dataclass(frozen=True)
-class TestResult:
+class GateResult:
     """A gate decision in one line: what it kept and how sure the fit was."""
 
     gate_id: int | None
@@ -111,16 +112,16 @@ class TestResult:
     largest: float | None
 
     @classmethod
-    def of(cls, decision: DecisionPublic, gate_id: int | None) -> TestResult:
+    def of(cls, decision: DecisionPublic, gate_id: int | None) -> GateResult:
         component = decision.primary_component
         kept = [row for row in decision.rows if row.status.value == "selected"]
-        lows = [_interval(row, component) for row in kept]
+        intervals = [_interval(row, component) for row in kept]
         effects = [row.coefficients[component] for row in kept if component in row.coefficients]
         return cls(
             gate_id,
             decision,
             len(kept),
-            sum(1 for ci in lows if ci is not None and ci[0] > 0),
+            sum(1 for ci in intervals if ci is not None and ci[0] > 0),
             max(effects, default=None),
         )
 
@@ -128,21 +129,23 @@ class TestResult:
 @dataclass(frozen=True)
 class Promotion:
     event: AliasEventPublic
-    result: TestResult | None  # the decision the move named, else the bank's admitting one
+    result: GateResult | None  # the decision the move named, else the bank's admitting one
 
 
 def promotions(
-    registry: RegistryClient, history: dict[str, list[AliasEventPublic]], banks: list
+    registry: RegistryClient,
+    history: dict[str, list[AliasEventPublic]],
+    banks: list[BankSummary],
 ) -> list[Promotion]:
     """Every time an alias was pointed at a bank, newest first, with the test result behind it."""
     admitting = {bank.id: bank.gate_decision_id for bank in banks}
     gate_of = gate_of_decision(registry)
-    results: dict[int, TestResult] = {}
+    results: dict[int, GateResult] = {}
     found = []
     for event in sorted((e for h in history.values() for e in h), key=lambda e: e.id):
         decision_id = event.gate_decision_id or admitting.get(event.to_bank_id)
         if decision_id is not None and decision_id not in results:
-            results[decision_id] = TestResult.of(
+            results[decision_id] = GateResult.of(
                 registry.get_decision(decision_id), gate_of.get(decision_id)
             )
         found.append(Promotion(event, results.get(decision_id) if decision_id else None))
@@ -208,6 +211,7 @@ def bank_diff(
         added=[new_by_chunk[ref.chunk_id] for ref in diff.added],
         retired=[old_by_chunk[ref.chunk_id] for ref in diff.retired],
         banks=all_banks(registry),
+        meanings=MEANINGS,
     )
 
 

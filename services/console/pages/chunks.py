@@ -71,25 +71,28 @@ def chunks_index(
     return render(request, "chunks.html", session, page=page)
 
 
-def _next_rho(registry: RegistryClient) -> dict[int, dict[int, float]]:
-    """Per decision, the rho of each chunk version in the bank built from it."""
+def _next_rho(registry: RegistryClient, decision_ids: set[int]) -> dict[int, dict[int, float]]:
+    """Per decision (of those given), the rho of each chunk version in the bank built from it."""
     return {
         bank.gate_decision_id: {
             e.chunk_version_id: e.rho for e in registry.get_bank(bank.id).entries
         }
         for bank in all_banks(registry)
-        if bank.gate_decision_id is not None
+        if bank.gate_decision_id in decision_ids
     }
 
 
 def _verdicts(registry: RegistryClient, version_ids: set[int]) -> dict[int, list[Verdict]]:
     """Each version's rows in the decisions of the gates whose pool held it."""
     found: dict[int, list[Verdict]] = {vid: [] for vid in version_ids}
-    next_rho = _next_rho(registry)
-    for gate in sorted(registry.list_gate_runs(), key=lambda g: g.id):
-        pooled = {column.chunk_version_id for column in gate.candidate_pool.columns}
-        if gate.decision_id is None or not pooled & version_ids:
-            continue
+    gates = [
+        gate
+        for gate in sorted(registry.list_gate_runs(), key=lambda g: g.id)
+        if gate.decision_id is not None
+        and {column.chunk_version_id for column in gate.candidate_pool.columns} & version_ids
+    ]
+    next_rho = _next_rho(registry, {gate.decision_id for gate in gates})
+    for gate in gates:
         decision = registry.get_decision(gate.decision_id)
         counts = included_counts(registry, gate)
         for row in decision.rows:
