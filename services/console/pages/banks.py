@@ -136,10 +136,10 @@ def promotions(
     registry: RegistryClient,
     history: dict[str, list[AliasEventPublic]],
     banks: list[BankSummary],
+    gate_of: dict[int, int],
 ) -> list[Promotion]:
     """Every time an alias was pointed at a bank, newest first, with the test result behind it."""
     admitting = {bank.id: bank.gate_decision_id for bank in banks}
-    gate_of = gate_of_decision(registry)
     results: dict[int, GateResult] = {}
     found = []
     for event in sorted((e for h in history.values() for e in h), key=lambda e: e.id):
@@ -158,6 +158,7 @@ def banks_index(request: Request, session: Login) -> Response:
     aliases = registry.list_aliases()
     history = {alias.name: list(reversed(registry.alias_history(alias.name))) for alias in aliases}
     banks = all_banks(registry)
+    gate_of = gate_of_decision(registry)
     return render(
         request,
         "banks.html",
@@ -166,8 +167,8 @@ def banks_index(request: Request, session: Login) -> Response:
         history=history,
         targets={alias.name: rollback_target(alias, history[alias.name]) for alias in aliases},
         banks=banks,
-        gate_of=gate_of_decision(registry),
-        promotions=promotions(registry, history, banks),
+        gate_of=gate_of,
+        promotions=promotions(registry, history, banks, gate_of),
         meanings=MEANINGS,
     )
 
