@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import ValidationError
@@ -59,6 +60,15 @@ def _install_error_pages(app: FastAPI) -> None:
     @app.exception_handler(NeedLogin)
     async def need_login(request: Request, _: NeedLogin) -> Response:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        if request.method == "POST":
+            # A form sent after the login expired: log in, then see that form again with the
+            # reason typed into it (nothing was sent to the registry).
+            form = await request.form()
+            fields = {k: v for k, v in form.items() if isinstance(v, str) and k != "csrf"}
+            resume = banks.resume_path(request.url.path, fields)
+            target = resume or "/banks"
+            query = urlencode({"next": target, "expired": "1"})
+            return RedirectResponse(f"/login?{query}", status_code=303)
         return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
 
     @app.exception_handler(CsrfRefused)
@@ -87,6 +97,16 @@ def _install_error_pages(app: FastAPI) -> None:
         )
         return _error_page(request, 422, "The input was not accepted", fields)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        # A malformed path or query parameter (/banks/abc, ?offset=-1): a page, not JSON.
+        fields = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if p not in ('path', 'query', 'body'))}: "
+            f"{e['msg']}"
+            for e in error.errors()
+        )
+        return _error_page(request, 422, "The request was not understood", fields)
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
         return _error_page(request, error.status_code, "Cannot show this page", str(error.detail))
@@ -105,7 +125,12 @@ def _install_error_pages(app: FastAPI) -> None:
 def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
     """A console bound to `settings` (default: read from the environment)."""
     settings = settings or get_settings()
-    store = SessionStore(ttl_s=settings.session_ttl_s, limit=settings.max_sessions)
+    store = SessionStore(
+        ttl_s=settings.session_ttl_s,
+        limit=settings.max_sessions,
+        per_user=settings.max_sessions_per_user,
+        logins_per_minute=settings.logins_per_minute,
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -139,5 +164,8 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    metrics = instrument(app, "console")  # last: outermost, so it times the pages' middleware
+    metrics.gauge_from("console_sessions", "logins held now", store.count)
 
     return app

@@ -37,6 +37,8 @@ class Plot:
     axis_to: float
     ticks: list[tuple[float, str]]
     marks: list[Mark]
+    axis_title: str
+    title_y: float
 
 
 def _nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
@@ -48,8 +50,11 @@ def _nice_ticks(low: float, high: float, count: int = 6) -> list[float]:
     return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | None]]) -> Plot:
-    """`rows` are (label, status, coefficient, ci_low, ci_high) in display order."""
+def coefficient_plot(
+    rows: list[tuple[str, str, float, float | None, float | None]], axis_title: str = ""
+) -> Plot:
+    """`rows` are (label, status, coefficient, ci_low, ci_high) in display order; the axis
+    title says what the numbers on the axis are."""
     values = [0.0] + [v for _, _, c, lo, hi in rows for v in (c, lo, hi) if v is not None]
     low, high = min(values), max(values)
     margin = (high - low) * 0.08 or 0.01
@@ -73,4 +78,7 @@ def coefficient_plot(rows: list[tuple[str, str, float, float | None, float | Non
     ]
     axis_y = PAD + len(rows) * ROW + 4
     ticks = [(x(t), f"{t:+.3g}" if abs(t) > 1e-12 else "0") for t in _nice_ticks(low, high)]
-    return Plot(WIDTH, int(axis_y + 28), x(0.0), axis_y, x(low), x(high), ticks, marks)
+    title_y = axis_y + 38
+    return Plot(
+        WIDTH, int(title_y + 10), x(0.0), axis_y, x(low), x(high), ticks, marks, axis_title, title_y
+    )

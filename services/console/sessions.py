@@ -12,7 +12,7 @@ import hmac
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from shared.registry_api.client import RegistryClient
@@ -49,15 +49,45 @@ class Session:
         return messages
 
 
-class SessionStore:
-    """Sessions by id, oldest dropped beyond `limit`, each expiring `ttl_s` after login."""
+class TooManyLogins(Exception):
+    """One user opened more logins in the last minute than the console allows."""
 
-    def __init__(self, *, ttl_s: int, limit: int) -> None:
+
+class SessionStore:
+    """Sessions by id, each expiring `ttl_s` after login. A user holds at most `per_user`
+    (their oldest is dropped) and opens at most `logins_per_minute`; beyond `limit` in all the
+    oldest is dropped. The per-user bounds keep one token, a reader's too, from filling the
+    store and pushing everyone else out."""
+
+    def __init__(
+        self, *, ttl_s: int, limit: int, per_user: int = 5, logins_per_minute: int = 10
+    ) -> None:
         self._ttl_s, self._limit = ttl_s, limit
+        self._per_user, self._per_minute = per_user, logins_per_minute
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._recent_logins: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
+    def _note_login(self, name: str, now: float) -> None:
+        """Refuse (TooManyLogins) a user's login past the per-minute budget; else count it."""
+        recent = self._recent_logins.setdefault(name, deque())
+        while recent and recent[0] <= now - 60:
+            recent.popleft()
+        if len(recent) >= self._per_minute:
+            raise TooManyLogins(name)
+        recent.append(now)
+
+    def _drop_oldest_of(self, name: str) -> None:
+        mine = [sid for sid, s in self._sessions.items() if s.name == name]
+        for session_id in mine[: max(len(mine) - self._per_user + 1, 0)]:
+            self._sessions.pop(session_id).registry.close()
+
+    def count(self) -> int:
+        return len(self._sessions)
+
     def open(self, *, name: str, role: str, registry: RegistryClient, token: str = "") -> Session:
+        with self._lock:
+            self._note_login(name, time.monotonic())
         session = Session(
             id=secrets.token_urlsafe(32),
             name=name,
@@ -67,6 +97,7 @@ class SessionStore:
             token=token,
         )
         with self._lock:
+            self._drop_oldest_of(name)
             self._sessions[session.id] = session
             while len(self._sessions) > self._limit:
                 _, dropped = self._sessions.popitem(last=False)

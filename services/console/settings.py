@@ -23,6 +23,12 @@ class ConsoleSettings(BaseSettings):
     )
     session_ttl_s: int = Field(8 * 3600, ge=60, le=7 * 24 * 3600, description="login lifetime")
     max_sessions: int = Field(1000, ge=1, description="logins held at once (oldest dropped)")
+    max_sessions_per_user: int = Field(
+        5, ge=1, description="logins one registry user holds at once (their oldest dropped)"
+    )
+    logins_per_minute: int = Field(
+        20, ge=1, description="logins one registry user may open per minute (then 429)"
+    )
     cookie_secure: bool | None = Field(
         None, description="Secure cookie flag; unset: on when the request came over https"
     )

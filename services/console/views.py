@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,23 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _when(value: datetime | None) -> str:
-    return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+def when(value: datetime | None) -> str:
+    """A moment in UTC, saying so (the registry stores UTC; a naive time is taken as UTC)."""
+    if value is None:
+        return "–"
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _signed(value: float | None, digits: int = 3) -> str:
+    """An effect with its sign (+0.052, -0.010): which way it points is the point."""
+    return "–" if value is None else f"{value:+.{digits}f}"
 
 
 templates.env.filters["num"] = _number
-templates.env.filters["when"] = _when
+templates.env.filters["signed"] = _signed
+templates.env.filters["when"] = when
 
 
 def render(

@@ -2,6 +2,7 @@
 
 with chromium(tmp_path) as driver:      # headless, 1280 x 800, a fresh profile
     driver.get(url)
+with chromium(tmp_path, width=390) as driver:   # a phone's width
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def require_browser() -> None:
 
 
 @contextmanager
-def chromium(profile: Path) -> Iterator:
+def chromium(profile: Path, width: int = 1280, height: int = 800) -> Iterator:
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
@@ -49,10 +50,12 @@ def chromium(profile: Path) -> Iterator:
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     try:
         driver.set_page_load_timeout(60)
-        # The viewport itself at 1280 x 800 (a window of that size leaves less for the page).
+        # The viewport itself at width x height (a window of that size leaves less for the
+        # page). `mobile` stays off: a narrow desktop window, the layout a phone's browser
+        # gives a page with `width=device-width`, without touch emulation.
         driver.execute_cdp_cmd(
             "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False},
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
         )
         yield driver
     finally:

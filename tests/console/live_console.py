@@ -155,6 +155,13 @@ def live_world(folder: Path, backend: str = "sqlite") -> Iterator[World]:
         with RegistryClient(live.url, live.tokens["operator"]) as registry:
             seeded = seed(registry)
             review = add_review_round(registry, seeded, folder)
-        env = {"CONSOLE_REGISTRY_URL": live.url, "CONSOLE_TRACES_DIR": str(folder / "traces")}
+        env = {
+            "CONSOLE_REGISTRY_URL": live.url,
+            "CONSOLE_TRACES_DIR": str(folder / "traces"),
+            # The tests log in with the same few tokens dozens of times a minute and keep
+            # earlier clients open; the per-user bounds are tested on their own (test_sessions).
+            "CONSOLE_LOGINS_PER_MINUTE": "10000",
+            "CONSOLE_MAX_SESSIONS_PER_USER": "1000",
+        }
         with live_server(["console", "serve"], env, folder / "console.log") as console_url:
             yield World(live.url, console_url, live.tokens, seeded, review)

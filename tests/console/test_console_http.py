@@ -7,6 +7,7 @@ a CSRF token on every writing form, registry errors as readable messages (never 
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx
@@ -211,3 +212,95 @@ def test_a_card_page_and_the_review_queue_show_the_paired_verification(world):
     assert "without it: <strong>0 of 1</strong>" in shown
     assert "verified: yes" in shown and ">11</span>" in shown
     assert "1 of 1 with the repair, 0 of 1 without" in reader.get("/review").text
+
+
+def test_bad_path_and_query_parameters_are_pages_not_json(world):
+    client = logged_in(world, "reader")
+    for path in ("/banks/abc", "/chunks?offset=-1", "/gates/1.5"):
+        answer = client.get(path)
+        assert answer.status_code == 422, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert 'id="problem"' in answer.text and "Traceback" not in answer.text, path
+
+
+def test_every_alias_change_needs_if_match_and_changes_nothing_without_it(world):
+    client = logged_in(world, "operator")
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        before = registry.get_alias("production")
+    target = next(b for b in world.seeded.bank_ids if b != before.bank_id)
+    for route in ("move", "rollback"):
+        answer = client.post(
+            f"/aliases/production/{route}",
+            data={"csrf": csrf_of(client), "bank_id": str(target), "reason": "no precondition"},
+        )
+        assert answer.status_code == 422 and "if_match: required" in answer.text, route
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        assert registry.get_alias("production").revision == before.revision
+
+
+def test_a_form_sent_after_the_login_expired_comes_back_with_its_reason(world):
+    final = world.seeded.bank_ids[-1]
+    stale = httpx.Client(base_url=world.console_url)  # its session is gone (no cookie)
+    answer = stale.post(
+        "/aliases/production/move",
+        data={"csrf": "old", "bank_id": str(final), "reason": "typed, then lunch", "if_match": "x"},
+    )
+    assert answer.status_code == 303
+    login = stale.get(answer.headers["location"])
+    assert login.status_code == 200 and 'id="login-expired"' in login.text
+    next_path = html.unescape(re.search(r'name="next" value="([^"]+)"', login.text).group(1))
+    nonce = re.search(r'name="nonce" value="([^"]+)"', login.text).group(1)
+    done = stale.post(
+        "/login", data={"token": world.tokens["operator"], "nonce": nonce, "next": next_path}
+    )
+    assert done.status_code == 303
+    page = stale.get(done.headers["location"])
+    assert page.status_code == 200
+    field = re.search(r'<input[^>]*id="reason-production"[^>]*>', page.text).group(0)
+    assert 'value="typed, then lunch"' in field
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        assert registry.alias_history("production")[-1].reason != "typed, then lunch"
+
+
+def test_the_console_serves_prometheus_metrics_without_ids_or_tokens(world):
+    client = logged_in(world, "reader")
+    client.get("/banks")
+    text = httpx.get(f"{world.console_url}/metrics").text
+    assert 'http_requests_total{method="GET",route="/banks",service="console",status="200"}' in text
+    assert "console_sessions " in text
+    assert world.tokens["reader"] not in text
+
+
+def test_times_say_utc_and_the_audit_log_links_its_objects_and_says_what_changed(world):
+    client = logged_in(world, "reader")
+    page = client.get("/audit", params={"object_type": "alias", "object_id": "production"}).text
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)
+    assert 'href="/banks#history-production"' in page
+    # The seed moved production from S0 to its second bank: the row says so without the JSON.
+    s0, second, _ = world.seeded.bank_ids
+    assert re.search(
+        rf'<span class="key">bank_id</span> <a href="/banks/{s0}">{s0}</a> → '
+        rf'<a href="/banks/{second}">{second}</a>',
+        page,
+    )
+    banks = client.get("/audit", params={"object_type": "bank"}).text
+    assert f'href="/banks/{s0}"' in banks
+
+
+def test_the_review_queue_names_chunks_by_slug(world):
+    page = logged_in(world, "reader").get("/review").text
+    assert ">option-axes</a> v" in page and ">chunk " not in page
+
+
+def test_each_promotion_shows_the_gate_result_behind_its_bank(world):
+    page = logged_in(world, "reader").get("/banks").text
+    table = page[
+        page.index('id="promotions"') : page.index("</table>", page.index('id="promotions"'))
+    ]
+    with RegistryClient(world.registry_url, world.tokens["reader"]) as registry:
+        moved = next(e for e in registry.alias_history("production") if e.action.value == "move")
+        decision_id = registry.get_bank(moved.to_bank_id).gate_decision_id
+        gate = next(g for g in registry.list_gate_runs() if g.decision_id == decision_id)
+        kept = sum(r.status.value == "selected" for r in registry.get_decision(decision_id).rows)
+    row = next(r for r in table.split("<tr>") if f"r{moved.revision}<" in r and "production" in r)
+    assert f'href="/gates/{gate.id}"' in row and f">{kept}</td>" in row

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.console.diffing import chunk_diff, word_diff
+from services.console.diffing import chunk_diff, step_diff, word_diff
 from shared.chunks import ChunkContent
 
 
@@ -38,5 +38,57 @@ def test_an_added_chunk_is_all_insertion_and_unchanged_fields_say_so():
     added = chunk_diff(None, content)
     assert all(piece.kind == "added" for field in added for piece in field.pieces)
     procedure = next(f for f in added if f.name == "procedure")
-    assert side(procedure.pieces, "removed") == "1. one\n2. two"
+    assert [(s.new_number, s.kind, side(s.pieces, "removed")) for s in procedure.steps] == [
+        (1, "added", "one"),
+        (2, "added", "two"),
+    ]
     assert not any(field.changed for field in chunk_diff(content, content))
+
+
+def test_an_inserted_step_leaves_the_old_steps_whole_and_diffs_each_against_its_successor():
+    old = ["open the item page", "compare the price with the budget", "buy it"]
+    new = [
+        "open the item page",
+        "read the price of the selected option, not the range",
+        "compare the unit price with the budget",
+        "buy it",
+    ]
+    steps = step_diff(old, new)
+    assert [(s.old_number, s.new_number, s.kind) for s in steps] == [
+        (1, 1, "same"),
+        (None, 2, "added"),
+        (2, 3, "changed"),
+        (3, 4, "changed"),
+    ]
+    # Old step 2 against new step 3 only: its one changed word, nothing of the new step 2.
+    assert [(p.kind, p.text) for p in steps[2].pieces if p.kind != "same"] == [("added", " unit")]
+    assert all(p.kind == "same" for p in steps[3].pieces)  # renumbered, not reworded
+
+
+def test_a_step_rewritten_beyond_recognition_is_a_removal_and_an_addition():
+    steps = step_diff(["check the colour"], ["scroll to the reviews first"])
+    assert [(s.old_number, s.new_number) for s in steps] == [(1, None), (None, 1)]
+
+
+steps_lists = st.lists(
+    st.sampled_from(
+        [
+            "open the page",
+            "pick size",
+            "pick colour",
+            "buy now",
+            "check the price",
+            "compare price and budget",
+        ]
+    ),
+    max_size=6,
+)
+
+
+@given(steps_lists, steps_lists)
+def test_either_sides_steps_are_the_diff_without_the_other_sides_words(old, new):
+    steps = step_diff(old, new)
+    assert [side(s.pieces, "added") for s in steps if s.old_number] == old
+    assert [side(s.pieces, "removed") for s in steps if s.new_number] == new
+    assert [s.old_number for s in steps if s.old_number] == list(range(1, len(old) + 1))
+    assert [s.new_number for s in steps if s.new_number] == list(range(1, len(new) + 1))

@@ -35,3 +35,9 @@ def test_ticks_are_round_steps_and_long_labels_are_cut():
     first = plot.marks[0]
     assert len(first.label) == MAX_LABEL and first.label.endswith("…")
     assert first.full_label == ROWS[0][0]
+
+
+def test_the_axis_has_a_title_below_its_tick_labels_inside_the_picture():
+    plot = coefficient_plot(ROWS, axis_title="change in P(strict success)")
+    assert plot.axis_title == "change in P(strict success)"
+    assert plot.axis_y + 18 < plot.title_y < plot.height  # under the ticks, not cut off

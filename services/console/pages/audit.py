@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -47,6 +48,78 @@ def _alias_reasons(registry: RegistryClient, entries: list[AuditEntryPublic]) ->
         and isinstance(e.after, dict)
         and (e.object_id, e.after.get("revision")) in by_revision
     }
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    before: str
+    after: str
+
+    def link(self, value: str) -> str | None:
+        """The page of the object an id field names (None for other fields and no value)."""
+        page = ID_PAGES.get(self.key)
+        return page.format(value) if page and value.isdigit() else None
+
+
+def _scalar(value: Any) -> str | None:
+    """A value short enough to read in a table cell; None for documents (left to the JSON)."""
+    if isinstance(value, dict | list):
+        return None
+    text = "–" if value is None else str(value)
+    return text if len(text) <= 80 else None
+
+
+def changes(entry: AuditEntryPublic, limit: int = 6) -> list[Change]:
+    """The fields a write changed, from -> to, where both are short scalars."""
+    before = entry.before if isinstance(entry.before, dict) else {}
+    after = entry.after if isinstance(entry.after, dict) else {}
+    found = []
+    for key in after.keys() | before.keys():
+        if before.get(key) == after.get(key) or key in NOISE:
+            continue
+        old, new = _scalar(before.get(key)), _scalar(after.get(key))
+        if old is not None and new is not None and (entry.before is not None or new != "–"):
+            found.append(Change(key, old if entry.before is not None else "", new))
+    return sorted(found, key=lambda change: (change.key not in FIRST, change.key))[:limit]
+
+
+FIRST = {"bank_id", "status", "revision", "version", "round", "slug"}  # what a reader looks for
+# Fields that hold an object's id, and the page that object has.
+ID_PAGES = {
+    "bank_id": "/banks/{}",
+    "parent_bank_id": "/banks/{}",
+    "base_bank_id": "/banks/{}",
+    "chunk_id": "/chunks/{}",
+    "target_chunk_id": "/chunks/{}",
+    "gate_run_id": "/gates/{}",
+    "candidate_id": "/candidates/{}",
+    "card_id": "/cards/{}",
+}
+NOISE = {"etag", "updated_at", "created_at", "content_hash", "updated_by", "created_by"}
+
+
+def object_link(entry: AuditEntryPublic) -> str | None:
+    """The console page that shows the entry's object, where there is one."""
+    after = entry.after if isinstance(entry.after, dict) else {}
+    match entry.object_type:
+        case "alias":
+            return f"/banks#history-{entry.object_id}"
+        case "bank":
+            return f"/banks/{entry.object_id}"
+        case "chunk":
+            return f"/chunks/{entry.object_id}"
+        case "chunk_version" if "chunk_id" in after:
+            return f"/chunks/{after['chunk_id']}#version-{after.get('version', '')}"
+        case "gate_run":
+            return f"/gates/{entry.object_id}"
+        case "gate_decision" if "gate_run_id" in after:
+            return f"/gates/{after['gate_run_id']}"
+        case "card":
+            return f"/cards/{entry.object_id}"
+        case "candidate":
+            return f"/candidates/{entry.object_id}"
+    return None
 
 
 @router.get("/audit")
@@ -96,4 +169,6 @@ def audit_log(
         filters={k: v or "" for k, v in given.items()},
         query=urlencode({k: v for k, v in given.items() if v}),
         reasons=reasons,
+        changes={e.id: changes(e) for e in entries},
+        links={e.id: object_link(e) for e in entries},
     )

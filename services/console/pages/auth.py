@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from services.console.deps import Login, SettingsDep, StoreDep, WriteForm
 from services.console.errors import CsrfRefused
-from services.console.sessions import COOKIE, LOGIN_COOKIE
+from services.console.sessions import COOKIE, LOGIN_COOKIE, TooManyLogins
 from services.console.settings import ConsoleSettings
 from services.console.views import render
 from shared.registry_api.client import AuthError, RegistryClient, RegistryError
@@ -58,6 +58,7 @@ def _login_form(
     status_code: int = 200,
     error: str | None = None,
     next_path: str = "/banks",
+    expired: bool = False,
 ) -> Response:
     nonce = secrets.token_urlsafe(24)
     response = render(
@@ -68,6 +69,7 @@ def _login_form(
         nonce=nonce,
         error=error,
         next_path=next_path,
+        expired=expired,
     )
     _set_cookie(response, request, settings, LOGIN_COOKIE, nonce, 600)
     return response
@@ -79,8 +81,10 @@ def front_door() -> Response:
 
 
 @router.get("/login")
-def login_page(request: Request, settings: SettingsDep, next: str | None = None) -> Response:
-    return _login_form(request, settings, next_path=_safe_next(next))
+def login_page(
+    request: Request, settings: SettingsDep, next: str | None = None, expired: bool = False
+) -> Response:
+    return _login_form(request, settings, next_path=_safe_next(next), expired=expired)
 
 
 @router.post("/login")
@@ -113,7 +117,19 @@ def login(
     except RegistryError:
         registry.close()
         raise
-    session = store.open(name=who["name"], role=who["role"], registry=registry, token=token.strip())
+    try:
+        session = store.open(
+            name=who["name"], role=who["role"], registry=registry, token=token.strip()
+        )
+    except TooManyLogins:
+        registry.close()
+        return _login_form(
+            request,
+            settings,
+            status_code=429,
+            next_path=_safe_next(next),
+            error="Too many logins with this token in the last minute; wait a minute.",
+        )
     response = RedirectResponse(_safe_next(next), status_code=303)
     _set_cookie(response, request, settings, COOKIE, session.id, settings.session_ttl_s)
     response.delete_cookie(LOGIN_COOKIE, path="/")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from services.console.deps import Login, SettingsDep
+from services.console.numbers import MEANINGS, VERDICTS, axis_title, included_counts
 from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
@@ -25,6 +26,7 @@ class DecisionLine:
     coefficient: float | None
     ci: tuple[float, float] | None
     next_rho: float | None
+    n: int  # observations whose mask included this column
 
 
 @router.get("/gates")
@@ -69,15 +71,25 @@ def gate_page(request: Request, session: Login, settings: SettingsDep, gate_id: 
         rho = {}
         if next_bank is not None:
             rho = {e.chunk_version_id: e.rho for e in registry.get_bank(next_bank.id).entries}
+        counts = included_counts(registry, gate)
         ordered = sorted(decision.rows, key=lambda r: (r.rank is None, r.rank or 0, r.slot))
         for row in ordered:
             ci = None
             if row.ci_low and row.ci_high and component in row.ci_low:
                 ci = (row.ci_low[component], row.ci_high[component])
             coefficient = row.coefficients.get(component)
-            lines.append(DecisionLine(row, coefficient, ci, rho.get(row.chunk_version_id)))
+            lines.append(
+                DecisionLine(
+                    row,
+                    coefficient,
+                    ci,
+                    rho.get(row.chunk_version_id),
+                    counts.get(row.chunk_version_id, 0),
+                )
+            )
         plot = coefficient_plot(
-            [
+            axis_title=axis_title(component),
+            rows=[
                 (
                     f"{line.row.slug} v{line.row.version}",
                     line.row.status.value,
@@ -85,7 +97,7 @@ def gate_page(request: Request, session: Login, settings: SettingsDep, gate_id: 
                     *(line.ci or (None, None)),
                 )
                 for line in lines
-            ]
+            ],
         )
     return render(
         request,
@@ -97,6 +109,8 @@ def gate_page(request: Request, session: Login, settings: SettingsDep, gate_id: 
         plot=plot,
         next_bank=next_bank,
         jobs=_evaluator_jobs(settings.evaluator_url, gate_id, session.token),
+        meanings=MEANINGS,
+        verdicts=VERDICTS,
     )
 
 

@@ -10,7 +10,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from services.console.deps import Login
+from services.console.pages.banks import gate_of_decision
 from services.console.views import render
+from shared.registry_api.client import RegistryClient
+from shared.registry_api.schemas import CandidatePublic
 
 router = APIRouter()
 
@@ -35,9 +38,22 @@ def review_queue(
         if card.firewall_findings and session.sees_privileged_audit
     }
     return render(
-        request, "review.html", session,
-        round=round, candidates=candidates, cards=cards, findings=findings,
+        request,
+        "review.html",
+        session,
+        round=round,
+        candidates=candidates,
+        cards=cards,
+        findings=findings,
+        slugs=_slugs(registry, candidates),
+        gate_of=gate_of_decision(registry),
     )
+
+
+def _slugs(registry: RegistryClient, candidates: list[CandidatePublic]) -> dict[int, str]:
+    """The slug of every chunk the candidates store or rewrite (ids alone say nothing)."""
+    ids = {c.chunk_id for c in candidates} | {c.target_chunk_id for c in candidates}
+    return {i: registry.get_chunk(i).slug for i in ids if i is not None}
 
 
 @router.get("/cards/{card_id}")
@@ -57,5 +73,11 @@ def candidate_page(request: Request, session: Login, candidate_id: int) -> Respo
     version = registry.get_chunk_version_by_id(candidate.chunk_version_id)
     target = registry.get_chunk(candidate.target_chunk_id) if candidate.target_chunk_id else None
     return render(
-        request, "candidate.html", session, candidate=candidate, version=version, target=target
+        request,
+        "candidate.html",
+        session,
+        candidate=candidate,
+        version=version,
+        target=target,
+        gate_of=gate_of_decision(registry),
     )
