@@ -1,0 +1,112 @@
+"""What the gold firewall knows of the catalog: how many titles hold each word, which id
+fragments other products share, and the category language every listing uses.
+
+Distinctiveness is measured here, not guessed: a title word is *common* (category language,
+never a leak alone) when at least COMMON_TITLE_SHARE of the catalog's titles hold it, and at
+least two; an id fragment is *distinctive* when no other product id holds it. The analyst builds
+the index from the world's catalog (`CatalogIndex.of_products`); the firewall contract gives it
+as the gold's optional `catalog`, and without one the gold's own titles and ids are the catalog
+seen (the titles an agent read), beside the ShopSim vocabulary's category names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+# A word in this share of the catalog's titles (and in two at least) is category language.
+COMMON_TITLE_SHARE = 0.01
+MIN_ID_FRAGMENT = 4  # characters of an id (issue: "any run of >= 4 characters")
+
+
+def _fold(text: str) -> str:
+    from shared.leak import normalize  # one normalization for the firewall and its catalog
+
+    return normalize(text)
+
+
+def title_words(title: str) -> set[str]:
+    return set(re.findall(r"[^\W_]+", _fold(title)))
+
+
+def id_fragments(product_id: str) -> set[str]:
+    """Every run of MIN_ID_FRAGMENT or more letters and digits of an id, folded."""
+    term = re.sub(r"[\W_]", "", _fold(product_id))
+    return {
+        term[start:end]
+        for start in range(len(term))
+        for end in range(start + MIN_ID_FRAGMENT, len(term) + 1)
+    }
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one index per catalog
+class CatalogIndex:
+    title_count: int
+    title_frequency: Mapping[str, int]  # word -> titles holding it
+    fragment_frequency: Mapping[str, int]  # id fragment -> ids holding it
+    product_ids: frozenset[str]  # folded
+    category_words: frozenset[str]  # words of the catalog's category names
+
+    @classmethod
+    def build(
+        cls, titles: Iterable[str], product_ids: Iterable[str], categories: Iterable[str] = ()
+    ) -> CatalogIndex:
+        titles = list(dict.fromkeys(titles))
+        ids = {re.sub(r"[\W_]", "", _fold(pid)) for pid in product_ids}
+        title_frequency = Counter(word for title in titles for word in title_words(title))
+        fragment_frequency = Counter(frag for pid in ids for frag in id_fragments(pid))
+        category_words = {word for name in categories for word in title_words(name)}
+        return cls(
+            len(titles), title_frequency, fragment_frequency, frozenset(ids),
+            frozenset(category_words | _vocabulary_words()),
+        )  # fmt: skip
+
+    @classmethod
+    def of_products(cls, products: Iterable[Any]) -> CatalogIndex:
+        """From catalog products (`title`, `asin`, `category` attributes: ShopSim's Product)."""
+        products = list(products)
+        return cls.build(
+            (p.title for p in products),
+            (p.asin for p in products),
+            {p.category for p in products},
+        )
+
+    @classmethod
+    def from_json(cls, data: Any) -> CatalogIndex:
+        """The contract's `catalog`: a list of {"product_id", "title", "category"} objects."""
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise ValueError("gold.catalog must be a list of objects")
+        return cls.build(
+            (str(item.get("title") or "") for item in data if item.get("title")),
+            (str(item.get("product_id") or "") for item in data if item.get("product_id")),
+            (str(item.get("category") or "") for item in data if item.get("category")),
+        )
+
+    def is_common(self, word: str) -> bool:
+        """Category language: in COMMON_TITLE_SHARE of the titles and two at least, or a word
+        of a category name."""
+        least = max(2, math.ceil(COMMON_TITLE_SHARE * self.title_count))
+        return word in self.category_words or self.title_frequency.get(word, 0) >= least
+
+    def fragment_elsewhere(self, fragment: str, product_id: str) -> bool:
+        """Whether an id other than `product_id` (folded) holds the fragment."""
+        holders = self.fragment_frequency.get(fragment, 0)
+        return holders > (1 if product_id in self.product_ids else 0)
+
+
+@lru_cache(maxsize=1)
+def _vocabulary_words() -> frozenset[str]:
+    """Words of the ShopSim vocabulary's department, group and category names and nouns."""
+    from shared.shopsim.vocabulary import SUBCATEGORIES
+
+    names = [
+        name
+        for sub in SUBCATEGORIES
+        for name in (sub.department, sub.group, sub.name, sub.noun)
+    ]
+    return frozenset(word for name in names for word in title_words(name))
