@@ -189,10 +189,15 @@ class LeakFinding:
     reading: str = ""  # the canonical form that matched, when the text was read ("ソニー → sonii")
 
 
+def canonical_form(finding: LeakFinding) -> str:
+    """The form that matched: the reading when the text was read ("ソニー → sonii ≈ sony"),
+    else the finding's own text normalized."""
+    return finding.reading or normalize(finding.text)
+
+
 def reason(finding: LeakFinding) -> str:
-    """One line an operator reads: the rule, what matched, and how it was read."""
-    read = f" ({finding.reading})" if finding.reading else ""
-    return f"{finding.rule}: {finding.text!r}{read}"
+    """One line an operator reads: the rule, what matched, and the canonical form of it."""
+    return f"{finding.rule}: {finding.text!r} ({canonical_form(finding)})"
 
 
 @dataclass(frozen=True)
@@ -571,7 +576,8 @@ def _brand_hits(views: _Views, brand: str, catalog: CatalogIndex) -> list[str]:
         return [f"{hits[0][1].group(0)} = {spelled} = {brand}"] if hits else []
     if len(_LATIN.findall(term)) < MIN_TERM_CHARS["brand"]:
         return []
-    return _name_hits(views, term, catalog)
+    # a brand transcribed is the brand, even one spelled like a word (シャーク is Shark)
+    return _name_hits(views, term, catalog) or _transcribed(views.cased, term)
 
 
 def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
@@ -582,15 +588,13 @@ def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
         if not ordinary or _written_as_name(text, match, catalog):
             written = match.group(0)
             return [f"{written} → {term}" if compact(written.casefold()) != term else ""]
-    if ordinary:
-        return []
-    return _transcribed(views.cased, term)
+    return [] if ordinary else _transcribed(views.cased, term)
 
 
 def _transcribed(text: str, term: str) -> list[str]:
-    """A Latin name written in katakana or Chinese characters: the same consonants, in order
-    (canonical.sound_key), as a whole kana word or as a run of as many characters as the name
-    has syllables (or one more: Shark, 鲨客)."""
+    """A Latin name written in katakana or Chinese characters: the same consonants in order as
+    a whole kana word (canonical.sound_key), or the same sound shape as a run of as many
+    characters as the name has syllables, or one more (canonical.sound_shape: Shark, 鲨客)."""
     key = canonical.sound_key(term)
     if len(key) < canonical.MIN_SOUND_KEY:
         return []
@@ -599,10 +603,11 @@ def _transcribed(text: str, term: str) -> list[str]:
             return [f"{original} → {romaji} ≈ {term}"]
     if not canonical.HAN.search(text):
         return []
+    shape = canonical.sound_shape(term)
     syllables = canonical.syllable_count(term)
     for size in range(syllables, min(syllables + 1, canonical.MAX_NAME_SYLLABLES) + 1):
         for original, sound in canonical.han_sound_windows(text, size):
-            if sound == key:
+            if sound.heard_as(shape):
                 return [f"{original} → {' '.join(canonical.pinyin(original))} ≈ {term}"]
     return []
 
@@ -652,7 +657,7 @@ def _starts_sentence(text: str, index: int) -> bool:
 
 
 # Words before a short option that choose it, and nouns after it that make it an option.
-_OPTION_CONTEXT = _CHOOSING | {"the", "in", "a", "size", "color", "colour", "option"}
+_OPTION_CONTEXT = _CHOOSING | {"size", "color", "colour", "option"}
 
 
 def _option_findings(

@@ -10,14 +10,17 @@ reading does. Libraries made for each job do the reading:
 - `breame`: the US/UK spelling pairs of English (aluminum/aluminium, gray/grey);
 - `webcolors`: the CSS colour names and their hex values (forest green = #228b22).
 
-A Latin name written in katakana or Chinese characters is compared by its sound: both sides
-reduce to a consonant key (`sound_key`), since a transcription keeps consonants in order and
-drops or adds vowels (Shark -> シャーク shaaku -> "sk"; Sony -> 索尼 suo ni -> "sn").
+A Latin name written in katakana or Chinese characters is compared by its sound. A kana word
+is compared whole by its consonants (`sound_key`), since Japanese keeps them in order and adds
+vowels between them (Shark -> シャーク shaaku: "sk"). Chinese characters are read in runs of the
+name's syllables, so they must match closer: consonants and vowel groups in the same places,
+and most vowels alike (`sound_shape`: Sony -> 索尼 suo ni, "sVn"; 不超 bu chao is not Beats).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 # Digits and signs that stand for letters, one table per reading of 1 (as i, and as l).
@@ -86,15 +89,14 @@ def pinyin_form(term: str) -> str:
     return _HAN_RUN.sub(lambda match: "".join(pinyin(match.group(0))), term)
 
 
-def han_sound_windows(text: str, syllables: int) -> list[tuple[str, str]]:
-    """(characters, sound key) of every run of `syllables` Chinese characters in `text`."""
+def han_sound_windows(text: str, syllables: int) -> list[tuple[str, SoundShape]]:
+    """(characters, sound shape) of every run of `syllables` Chinese characters in `text`."""
     found = []
     for run in _HAN_RUN.findall(text):
         sounds = pinyin(run)
         for start in range(len(run) - syllables + 1):
-            window = sounds[start : start + syllables]
-            key = "".join(sound_key(syllable) for syllable in window)  # 三年 is not 索尼
-            found.append((run[start : start + syllables], key))
+            window = run[start : start + syllables]
+            found.append((window, sound_shape(" ".join(sounds[start : start + syllables]))))
     return found
 
 
@@ -108,19 +110,53 @@ _SOUND_SPELLINGS = (
 _VOWELS = "aeiouy"
 
 
+def _merged(word: str) -> str:
+    """Letters as a transcription hears them: doubled letters once, an r after a vowel and
+    before a consonant or the end dropped (Shark -> シャーク), the spellings above merged; a y
+    before a vowel at a word's start is a consonant (Yamaha), elsewhere a vowel (Sony)."""
+    merged = []
+    for part in re.findall(r"[a-z]+", word.casefold()):
+        letters = re.sub(r"(.)\1+", r"\1", part)
+        letters = re.sub(r"(?<=[aeiouy])r(?![aeiouy])", "", letters)
+        letters = re.sub(r"ng(?![aeiou])", "n", letters)
+        letters = re.sub(r"^y(?=[aeiou])", "Y", letters)
+        for spelling, sound in _SOUND_SPELLINGS:
+            letters = letters.replace(spelling, sound)
+        merged.append(letters)
+    return "".join(merged)
+
+
 @lru_cache(maxsize=8192)
 def sound_key(word: str) -> str:
-    """The consonants of a word as a transcription keeps them: doubled letters once, an r after
-    a vowel and before a consonant or the end dropped (Shark -> シャーク), the spellings above
-    merged, vowels dropped; a y before a vowel at the start is a consonant (Yamaha), elsewhere a
-    vowel (Sony). "shark" and "shaaku" are "sk"."""
-    letters = re.sub(r"(.)\1+", r"\1", re.sub(r"[^a-z]", "", word.casefold()))
-    letters = re.sub(r"(?<=[aeiouy])r(?![aeiouy])", "", letters)
-    letters = re.sub(r"ng(?![aeiou])", "n", letters)
-    letters = re.sub(r"^y(?=[aeiou])", "Y", letters)
-    for spelling, sound in _SOUND_SPELLINGS:
-        letters = letters.replace(spelling, sound)
-    return "".join(char for char in letters if char not in _VOWELS)
+    """The consonants of a word in order, as a transcription keeps them (see _merged): "shark"
+    and "shaaku" are "sk". Kana words are compared by it, whole."""
+    return "".join(char for char in _merged(word) if char not in _VOWELS)
+
+
+@dataclass(frozen=True)
+class SoundShape:
+    """Consonants with V for each vowel group, a last vowel dropped (Chinese adds one: 鲨客),
+    and the vowel groups: "sony" and "suo ni" are both sVn, with vowels o/uo and y/i."""
+
+    shape: str
+    vowels: tuple[str, ...]
+
+    def heard_as(self, other: SoundShape) -> bool:
+        """The same shape, and at least half of the vowel groups in order sharing a letter
+        (y counts as i): 索尼 is Sony, 不超 (bu chao) is not Beats."""
+        if self.shape != other.shape:
+            return False
+        pairs = list(zip(self.vowels, other.vowels, strict=False))
+        agree = sum(bool(set(a.replace("y", "i")) & set(b.replace("y", "i"))) for a, b in pairs)
+        return 2 * agree >= len(pairs)
+
+
+@lru_cache(maxsize=8192)
+def sound_shape(word: str) -> SoundShape:
+    merged = _merged(word)
+    vowels = tuple(re.findall(r"[aeiouy]+", merged))
+    shape = re.sub(r"[aeiouy]+", "V", merged).removesuffix("V")
+    return SoundShape(shape, vowels)
 
 
 def syllable_count(word: str) -> int:
