@@ -32,13 +32,13 @@ import re
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
 from shared import leak_canonical as canonical
 from shared.leak_catalog import CatalogIndex
-from shared.leak_numbers import amounts, price_matches
+from shared.leak_numbers import Amount, amounts, price_matches
 
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
 MIN_TERM_CHARS = {
@@ -58,6 +58,8 @@ MIN_SHORT_OPTION_CHARS = 2
 # The gold task's number alone is a leak from this many digits (leading zeros count).
 MIN_TASK_DIGITS = 3
 MIN_CJK_BRAND_CHARS = 2
+# A Latin name is looked for in Chinese characters from this many syllables (Sony: 索尼).
+MIN_HAN_NAME_SYLLABLES = 2
 # A run of this many compact characters of a CJK title is a copied fragment.
 CJK_FRAGMENT_CHARS = 8
 # Runs of consecutive title words that count as a copied fragment: (words, how many of them
@@ -296,6 +298,12 @@ def compact(normalized: str) -> str:
     return "".join(char for char in normalized if char.isalnum())
 
 
+@lru_cache(maxsize=8192)
+def _term(text: str) -> str:
+    """A gold term (or a finding's text) normalized and compact, once per term."""
+    return compact(normalize(text))
+
+
 def words(normalized: str) -> list[str]:
     return re.findall(r"\w+", normalized.replace("_", " "))
 
@@ -322,10 +330,28 @@ class _Views:
         norm = re.sub(r"\s+", " ", cased.casefold()).strip()
         return cls(norm, cased, compact(norm), canonical.leet_readings(cased))
 
-    @property
+    # Readings computed once per text, on first use (every gold term reads them again).
+    @cached_property
     def compact_readings(self) -> tuple[str, ...]:
         """The compact view, then each leetspeak reading of it."""
         return (self.compact, *(compact(text.casefold()) for text in self.leet))
+
+    @cached_property
+    def spelled(self) -> str:
+        """The normalized text with digit words read as digits (for ids spelled aloud)."""
+        return canonical.spelled_digits(self.norm)
+
+    @cached_property
+    def spelled_compact(self) -> str:
+        return compact(self.spelled)
+
+    @cached_property
+    def amounts(self) -> list[Amount]:
+        return amounts(self.norm)
+
+    @cached_property
+    def tokens(self) -> frozenset[str]:
+        return frozenset(re.findall(r"[0-9a-z]+", self.norm))
 
 
 def find_leaks(text: str, *, gold: GoldFacts | None = None) -> list[LeakFinding]:
@@ -364,9 +390,13 @@ def _gold_findings(views: _Views, gold: GoldFacts) -> list[LeakFinding]:
         findings += _title_findings(views, title, catalog)
     findings += _code_findings(views, gold.titles, catalog)
     for word in name_words(gold.titles, gold.brands_seen, catalog):
-        findings += [LeakFinding("gold_line", word, read) for read in _name_hits(views, word, catalog)]
+        findings += [
+            LeakFinding("gold_line", word, read) for read in _name_hits(views, word, catalog)
+        ]
     for brand in gold.brands_seen:
-        findings += [LeakFinding("gold_brand", brand, read) for read in _brand_hits(views, brand, catalog)]
+        findings += [
+            LeakFinding("gold_brand", brand, read) for read in _brand_hits(views, brand, catalog)
+        ]
     findings += _option_findings(views, gold.gold_options, catalog)
     return findings
 
@@ -376,32 +406,33 @@ def _product_id_findings(
 ) -> list[LeakFinding]:
     """A given id anywhere, spacing ignored and spelled digits read; else its longest fragment
     of 4+ characters that no other id of the catalog holds (an id in pieces, its last four)."""
-    term = compact(normalize(product_id))
+    term = _term(product_id)
     if len(term) < MIN_TERM_CHARS["product_id"]:
         return []
-    spelled = canonical.spelled_digits(views.norm)
-    if term in views.compact or term in compact(spelled):
+    if term in views.compact or term in views.spelled_compact:
         return [LeakFinding("product_id", product_id)]
     for size in range(len(term) - 1, MIN_TERM_CHARS["product_id"] - 1, -1):
         for start in range(len(term) - size + 1):
             fragment = term[start : start + size]
-            if not catalog.fragment_elsewhere(fragment, term) and _fragment_written(
-                fragment, spelled
+            if _fragment_written(fragment, views) and not catalog.fragment_elsewhere(
+                fragment, term
             ):
                 return [LeakFinding("product_id", fragment, f"{fragment} = part of {product_id}")]
     return []
 
 
-def _fragment_written(fragment: str, spelled: str) -> bool:
+def _fragment_written(fragment: str, views: _Views) -> bool:
     """A fragment that mixes letters and digits anywhere, spacing ignored; one of letters or
     of digits only as a whole token (words and numbers hold such runs by chance)."""
+    if fragment not in views.spelled_compact:
+        return False
     if re.search(r"\d", fragment) and re.search(r"[a-z]", fragment):
-        return fragment in compact(spelled)
-    return re.search(rf"(?<![0-9a-z]){fragment}(?![0-9a-z])", spelled) is not None
+        return True
+    return re.search(rf"(?<![0-9a-z]){fragment}(?![0-9a-z])", views.spelled) is not None
 
 
 def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:
-    term = compact(normalize(task_id))
+    term = _term(task_id)
     findings = [LeakFinding("task_id", task_id)] if term and term in views.compact else []
     digits = "".join(re.findall(r"\d", term))
     number = digits.lstrip("0")
@@ -424,13 +455,13 @@ def _price_findings(views: _Views, price: float) -> list[LeakFinding]:
     `leak_numbers.price_matches` (see that module for every form it reads)."""
     return [
         LeakFinding("gold_price", amount.shown, f"{amount.shown} → {amount.value:g} ≈ {price:g}")
-        for amount in amounts(views.norm)
+        for amount in views.amounts
         if price_matches(amount, price)
     ]
 
 
 def _title_findings(views: _Views, title: str, catalog: CatalogIndex) -> list[LeakFinding]:
-    term = compact(normalize(title))
+    term = _term(title)
     if len(term) >= MIN_TERM_CHARS["title"] and any(term in r for r in views.compact_readings):
         return [LeakFinding("gold_title", title)]
     found = [code for code in model_codes(title) if _code_matches(views, code)]
@@ -491,21 +522,31 @@ def _code_findings(
     """A model code's parts written apart: its digits alone as a number ("model 720" for
     KX720) when MIN_CODE_DIGITS+ long and common in no catalog title, or every part of it as
     its own token ("begins with KX and ends with 720")."""
-    tokens = set(re.findall(r"[0-9a-z]+", views.norm))
-    amounts_written = {a.shown for a in amounts(views.norm) if a.written_as_price}
+    tokens = views.tokens
+    amounts_written = {a.shown for a in views.amounts if a.written_as_price}
     findings = []
-    for code in {code for title in titles for code in model_codes(title)}:
-        parts = re.findall(r"\d+|[a-z]+", code)
+    for code, parts in _code_parts(titles):
         for digits in (p for p in parts if p.isdigit() and len(p) >= MIN_CODE_DIGITS):
-            if digits in tokens and not catalog.is_common(digits) and not any(
-                digits in shown for shown in amounts_written
+            if (
+                digits in tokens
+                and not catalog.is_common(digits)
+                and not any(digits in shown for shown in amounts_written)
             ):
-                findings.append(LeakFinding("gold_model_number", digits, f"{digits} = digits of {code}"))
+                findings.append(
+                    LeakFinding("gold_model_number", digits, f"{digits} = digits of {code}")
+                )
         named = [p for p in parts if p.isalpha() and len(p) >= 2 and p not in _NOT_CODE_LETTERS]
         if named and len(parts) > 1 and all(part in tokens for part in parts):
             spaced = " ".join(parts)
             findings.append(LeakFinding("gold_model_number", code, f"{spaced} = {code}"))
     return findings
+
+
+@lru_cache(maxsize=1024)
+def _code_parts(titles: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each model code of the titles with its digit and letter runs."""
+    codes = dict.fromkeys(code for title in titles for code in model_codes(title))
+    return tuple((code, tuple(re.findall(r"\d+|[a-z]+", code))) for code in codes)
 
 
 @lru_cache(maxsize=1024)
@@ -515,7 +556,7 @@ def name_words(
     """Product-line names and other distinctive title words: MIN_TERM_CHARS["line"]+ Latin
     letters, no generic or category word, common in no share of the catalog's titles (see
     CatalogIndex.is_common), and no brand (brands have their rule)."""
-    skip = {compact(normalize(brand)) for brand in brands} | GENERIC_WORDS
+    skip = {_term(brand) for brand in brands} | GENERIC_WORDS
     found: list[str] = []
     for title in titles:
         for word in words(normalize(title)):
@@ -556,7 +597,7 @@ def _title_fragments(title: str, catalog: CatalogIndex) -> tuple[str, ...]:
             ]
             if len(specific) >= needed:
                 fragments.append(" ".join(window))
-    cjk_run = compact(normalize(title))
+    cjk_run = _term(title)
     for start in range(len(cjk_run) - CJK_FRAGMENT_CHARS + 1):
         window = cjk_run[start : start + CJK_FRAGMENT_CHARS]
         if len(_CJK.findall(window)) >= CJK_FRAGMENT_CHARS - 2:
@@ -566,7 +607,7 @@ def _title_fragments(title: str, catalog: CatalogIndex) -> tuple[str, ...]:
 
 def _brand_hits(views: _Views, brand: str, catalog: CatalogIndex) -> list[str]:
     """The readings under which a brand is in the text ("" for the brand as written)."""
-    term = compact(normalize(brand))
+    term = _term(brand)
     if len(_CJK.findall(term)) >= MIN_CJK_BRAND_CHARS:
         if term in views.compact:
             return [""]
@@ -594,7 +635,9 @@ def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
 def _transcribed(text: str, term: str) -> list[str]:
     """A Latin name written in katakana or Chinese characters: the same consonants in order as
     a whole kana word (canonical.sound_key), or the same sound shape as a run of as many
-    characters as the name has syllables, or one more (canonical.sound_shape: Shark, 鲨客)."""
+    characters as the name has syllables, or one more (canonical.sound_shape: Dyson, 戴森);
+    a name of one syllable sounds like too many Chinese words (Shark: 价格 jia ge), so it is
+    read in kana only."""
     key = canonical.sound_key(term)
     if len(key) < canonical.MIN_SOUND_KEY:
         return []
@@ -605,6 +648,8 @@ def _transcribed(text: str, term: str) -> list[str]:
         return []
     shape = canonical.sound_shape(term)
     syllables = canonical.syllable_count(term)
+    if syllables < MIN_HAN_NAME_SYLLABLES:
+        return []
     for size in range(syllables, min(syllables + 1, canonical.MAX_NAME_SYLLABLES) + 1):
         for original, sound in canonical.han_sound_windows(text, size):
             if sound.heard_as(shape):
@@ -615,11 +660,16 @@ def _transcribed(text: str, term: str) -> list[str]:
 def _word_hits(views: _Views, term: str) -> Iterator[tuple[str, re.Match[str]]]:
     """A term as a whole word, its letters possibly split by separators ("A n k e r", "An-ker")
     or written with digits for letters ("S0ny", "P1xel"), in the cased view."""
-    spaced = (_SEPARATOR + "{0,2}").join(re.escape(char) for char in term)
-    pattern = re.compile(rf"(?<![0-9a-z]){spaced}(?![0-9a-z])", re.IGNORECASE)
+    pattern = _word_pattern(term)
     for text in (views.cased, *views.leet):
         for match in pattern.finditer(text):
             yield text, match
+
+
+@lru_cache(maxsize=4096)
+def _word_pattern(term: str) -> re.Pattern[str]:
+    spaced = (_SEPARATOR + "{0,2}").join(re.escape(char) for char in term)
+    return re.compile(rf"(?<![0-9a-z]){spaced}(?![0-9a-z])", re.IGNORECASE)
 
 
 def _written_as_name(text: str, match: re.Match[str], catalog: CatalogIndex) -> bool:
@@ -663,36 +713,42 @@ _OPTION_CONTEXT = _CHOOSING | {"size", "color", "colour", "option"}
 def _option_findings(
     views: _Views, options: tuple[str, ...], catalog: CatalogIndex
 ) -> list[LeakFinding]:
-    """Gold options, outermost first: whole (6+ characters, spacing ignored, in either
-    spelling, with an abbreviated word, or as its CSS colour code), a short one chosen by the
-    text ("pick king"), or a distinctive word of it written as a name."""
-    found: list[tuple[str, LeakFinding]] = []
+    """Gold options: whole (6+ characters, spacing ignored, in either spelling, with an
+    abbreviated word, or as its CSS colour code); else a short one the text chooses ("pick
+    king"), or a distinctive word of it written as a name. An option inside a longer one found
+    whole is that one ("Blue" in "Midnight Blue")."""
+    whole = {_term(option): f for option in options if (f := _whole_option(views, option))}
+    findings = list(whole.values())
     for option in options:
-        term = normalize(option)
-        if finding := _whole_option(views, option, term):
-            found.append((compact(term), finding))
-    for option in options:
-        term = normalize(option)
-        glued = compact(term)
-        if any(glued in longer for longer, _ in found):
+        glued = _term(option)
+        if any(glued in longer for longer in whole):
             continue
-        if MIN_SHORT_OPTION_CHARS <= len(glued) < MIN_TERM_CHARS["option"]:
-            if _short_option_chosen(views, term, catalog):
-                found.append((glued, LeakFinding("gold_option", option)))
-                continue
-        for word in words(term):
-            if (
-                len(word) >= MIN_TERM_CHARS["line"]
-                and word not in GENERIC_WORDS
-                and not catalog.is_common(word)
-                and word != glued
-                and (reads := _name_hits(views, word, catalog))
-            ):
-                found.append((word, LeakFinding("gold_option", word, reads[0] or f"{word} = part of {option}")))
-    return [finding for _, finding in found]
+        short = MIN_SHORT_OPTION_CHARS <= len(glued) < MIN_TERM_CHARS["option"]
+        if short and _short_option_chosen(views, normalize(option)):
+            findings.append(LeakFinding("gold_option", option))
+        else:
+            findings += _option_word_findings(views, option, catalog)
+    return findings
 
 
-def _whole_option(views: _Views, option: str, term: str) -> LeakFinding | None:
+def _option_word_findings(views: _Views, option: str, catalog: CatalogIndex) -> list[LeakFinding]:
+    """A distinctive word of an option of several words, written as a name ("Lagoon" of
+    "Lagoon Teal"): not generic, not common in the catalog, MIN_TERM_CHARS["line"]+ letters."""
+    findings = []
+    for word in words(normalize(option)):
+        if (
+            len(word) >= MIN_TERM_CHARS["line"]
+            and word != _term(option)
+            and word not in GENERIC_WORDS
+            and not catalog.is_common(word)
+            and (reads := _name_hits(views, word, catalog))
+        ):
+            findings.append(LeakFinding("gold_option", word, reads[0] or f"{word} of {option}"))
+    return findings
+
+
+def _whole_option(views: _Views, option: str) -> LeakFinding | None:
+    term = normalize(option)
     for form in canonical.spelling_variants(term):
         glued = compact(form)
         if len(glued) >= MIN_TERM_CHARS["option"] and any(
@@ -719,10 +775,10 @@ def _abbreviated(form: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
 
 
-def _short_option_chosen(views: _Views, term: str, catalog: CatalogIndex) -> bool:
+def _short_option_chosen(views: _Views, term: str) -> bool:
     """A short whole option as a word the text chooses: after a word of choosing or a
     determiner, or before an option noun ("pick king", "the King size")."""
-    pattern = re.compile(rf"(?<![0-9a-z]){re.escape(term)}(?![0-9a-z])")
+    pattern = _word_pattern(term)
     for text in (views.norm, *(reading.casefold() for reading in views.leet)):
         for match in pattern.finditer(text):
             before = _PREVIOUS_WORD.search(text[: match.start()])
@@ -736,5 +792,5 @@ def _unique(findings: list[LeakFinding]) -> list[LeakFinding]:
     """One finding per rule and matched term, however it was spelled."""
     seen: dict[tuple[str, str], LeakFinding] = {}
     for finding in findings:
-        seen.setdefault((finding.rule, compact(normalize(finding.text))), finding)
+        seen.setdefault((finding.rule, _term(finding.text)), finding)
     return list(seen.values())

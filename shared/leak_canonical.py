@@ -74,11 +74,12 @@ def romaji_words(text: str) -> list[tuple[str, str]]:
     ]
 
 
-def pinyin(text: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def pinyin(text: str) -> tuple[str, ...]:
     """The pinyin syllable of each Chinese character of `text`, other text dropped."""
     from pypinyin import lazy_pinyin  # imported on first Chinese text (0.3 s)
 
-    return [syllable for char in HAN.findall(text) for syllable in lazy_pinyin(char)]
+    return tuple(syllable for char in HAN.findall(text) for syllable in lazy_pinyin(char))
 
 
 @lru_cache(maxsize=4096)
@@ -89,6 +90,7 @@ def pinyin_form(term: str) -> str:
     return _HAN_RUN.sub(lambda match: "".join(pinyin(match.group(0))), term)
 
 
+@lru_cache(maxsize=1024)  # one text is read for every brand of the gold
 def han_sound_windows(text: str, syllables: int) -> list[tuple[str, SoundShape]]:
     """(characters, sound shape) of every run of `syllables` Chinese characters in `text`."""
     found = []

@@ -105,8 +105,6 @@ def _vocabulary_words() -> frozenset[str]:
     from shared.shopsim.vocabulary import SUBCATEGORIES
 
     names = [
-        name
-        for sub in SUBCATEGORIES
-        for name in (sub.department, sub.group, sub.name, sub.noun)
+        name for sub in SUBCATEGORIES for name in (sub.department, sub.group, sub.name, sub.noun)
     ]
     return frozenset(word for name in names for word in title_words(name))

@@ -60,9 +60,20 @@ _JUST_UNDER = re.compile(
     rf"shy of)\s+\$?\s?|不到|差一分)(?P<b>{_NUMBER})"
 )
 # A price spoken in pairs: "one twenty-nine", "three-forty-eight", "nine ninety-nine".
-_UNITS = "one two three four five six seven eight nine".split()
-_TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_UNITS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_TEENS = [
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 _SMALL = {word: value for value, word in enumerate(_UNITS, 1)}
 _SMALL |= {word: value for value, word in enumerate(_TEENS, 10)}
 _SMALL |= {word: 10 * tens for tens, word in enumerate(_TENS, 2)}

@@ -232,7 +232,9 @@ def test_a_copied_run_of_distinctive_title_words_is_still_a_leak():
 
 # -- the reason: one function, and the CLI shows the canonical form that matched
 def test_the_reason_names_the_reading_that_matched():
-    (finding,) = [f for f in find_leaks("シャークを優先する", gold=VACUUM) if f.rule == "gold_brand"]
+    (finding,) = [
+        f for f in find_leaks("シャークを優先する", gold=VACUUM) if f.rule == "gold_brand"
+    ]
     assert finding.text == "Shark"
     assert "シャーク" in finding.reading and "shark" in finding.reading
     assert reason(finding) == f"gold_brand: 'Shark' ({finding.reading})"
@@ -265,3 +267,11 @@ def test_the_contract_takes_an_optional_catalog():
     assert "catalog" not in gold.as_json()
     with pytest.raises(ValueError, match=r"gold\.catalog"):
         GoldFacts.from_json({"catalog": "all of it"})
+
+
+@pytest.mark.parametrize("gold", [VACUUM, PHONE, BOOTS, replace(VACUUM, price=59.99)])
+def test_the_projects_ordinary_advice_is_admitted_under_these_golds_too(gold):
+    from tests.analyst.test_firewall import SAFE
+
+    blocked = {text: found for text in SAFE if (found := find_leaks(text, gold=gold))}
+    assert not blocked, blocked

@@ -362,9 +362,7 @@ def test_cli_reads_the_price_and_refuses_one_that_is_no_number(tmp_path):
     assert json.loads(done.stdout) == {
         "name": "p",
         "admitted": False,
-        "findings": [
-            {"rule": "gold_price", "text": "$348.00", "canonical": "$348.00 → 348 ≈ 348"}
-        ],
+        "findings": [{"rule": "gold_price", "text": "$348.00", "canonical": "$348.00 → 348 ≈ 348"}],
     }
     bad = run_firewall(tmp_path, [{"name": "p", "text": "ok", "gold": {"price": "348"}}])
     assert bad.returncode == 2 and bad.stdout == ""
