@@ -275,3 +275,18 @@ def test_the_projects_ordinary_advice_is_admitted_under_these_golds_too(gold):
 
     blocked = {text: found for text in SAFE if (found := find_leaks(text, gold=gold))}
     assert not blocked, blocked
+
+
+def test_the_analyst_measures_distinctiveness_against_the_worlds_catalog():
+    from services.analyst.trace import catalog_index, gold_facts, read_trace
+    from tests.analyst.support import failed_traces, small_env
+
+    env = small_env()
+    trace = failed_traces(env, n=4)[0]
+    task = env.task(trace.task_id)
+    gold = gold_facts(task, read_trace(trace), catalog=env.world.catalog)
+    assert gold.catalog is catalog_index(env.world.catalog)  # built once per catalog
+    assert task.gold_asin.casefold() in gold.catalog.product_ids
+    # the gold's category is category language of this catalog, not a distinctive word
+    category_word = task.gold_category.split("›")[-1].split()[-1].casefold()
+    assert gold.catalog.is_common(category_word)
