@@ -323,12 +323,16 @@ class _Views:
     compact: str
     # The cased text with every leetspeak reading ("P1xel": "Pixel", "Plxel").
     leet: tuple[str, ...] = ()
+    # The decoded NFKC text before look-alikes are folded: "Сони" is a Russian word to read
+    # aloud, not Latin letters in disguise.
+    raw: str = ""
 
     @classmethod
     def of(cls, text: str) -> _Views:
         cased = _fold(text)
         norm = re.sub(r"\s+", " ", cased.casefold()).strip()
-        return cls(norm, cased, compact(norm), canonical.leet_readings(cased))
+        raw = unicodedata.normalize("NFKC", decode(text))
+        return cls(norm, cased, compact(norm), canonical.leet_readings(cased), raw)
 
     # Readings computed once per text, on first use (every gold term reads them again).
     @cached_property
@@ -618,7 +622,7 @@ def _brand_hits(views: _Views, brand: str, catalog: CatalogIndex) -> list[str]:
     if len(_LATIN.findall(term)) < MIN_TERM_CHARS["brand"]:
         return []
     # a brand transcribed is the brand, even one spelled like a word (シャーク is Shark)
-    return _name_hits(views, term, catalog) or _transcribed(views.cased, term)
+    return _name_hits(views, term, catalog) or _transcribed(views.raw, term)
 
 
 def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
@@ -629,19 +633,20 @@ def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
         if not ordinary or _written_as_name(text, match, catalog):
             written = match.group(0)
             return [f"{written} → {term}" if compact(written.casefold()) != term else ""]
-    return [] if ordinary else _transcribed(views.cased, term)
+    return [] if ordinary else _transcribed(views.raw, term)
 
 
 def _transcribed(text: str, term: str) -> list[str]:
-    """A Latin name written in katakana or Chinese characters: the same consonants in order as
-    a whole kana word (canonical.sound_key), or the same sound shape as a run of as many
-    characters as the name has syllables, or one more (canonical.sound_shape: Dyson, 戴森);
+    """A Latin name written in another script: the same consonants in order as a whole kana,
+    Cyrillic, Greek or Hangul word (canonical.sound_key), or the same sound shape as a run of
+    as many Chinese characters as the name has syllables, or one more (canonical.sound_shape:
+    Dyson, 戴森);
     a name of one syllable sounds like too many Chinese words (Shark: 价格 jia ge), so it is
     read in kana only."""
     key = canonical.sound_key(term)
     if len(key) < canonical.MIN_SOUND_KEY:
         return []
-    for original, romaji in canonical.romaji_words(text):
+    for original, romaji in [*canonical.romaji_words(text), *canonical.other_script_words(text)]:
         if canonical.sound_key(romaji) == key:
             return [f"{original} → {romaji} ≈ {term}"]
     if not canonical.HAN.search(text):

@@ -7,6 +7,7 @@ reading does. Libraries made for each job do the reading:
 
 - `pypinyin`: Chinese characters to pinyin (小米 -> xiaomi; 索尼 -> suo ni);
 - `pykakasi`: kana and kanji to Hepburn romaji (ソニー -> sonii);
+- `unidecode`: other alphabets read aloud in Latin letters (Шарк -> Shark, 소니 -> soni);
 - `breame`: the US/UK spelling pairs of English (aluminum/aluminium, gray/grey);
 - `webcolors`: the CSS colour names and their hex values (forest green = #228b22).
 
@@ -38,6 +39,10 @@ _DIGIT_WORDS = {
 _DIGIT_WORD = re.compile(rf"\b(?:{'|'.join(_DIGIT_WORDS)})\b")
 KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# A word with a letter of another alphabet: Cyrillic, Greek, Hangul, Arabic, Hebrew, Thai...
+_OTHER_SCRIPT_WORD = re.compile(
+    r"\b\w*[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0e00-\u0e7f\uac00-\ud7af]\w*\b"
+)
 _HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _HEX = re.compile(r"#([0-9a-f]{3})\b|(?<![0-9a-z])#?([0-9a-f]{6})(?![0-9a-z])")
 # A transcribed name is at most this many syllables long (Sennheiser: 森海塞尔, four).
@@ -80,6 +85,18 @@ def pinyin(text: str) -> tuple[str, ...]:
     from pypinyin import lazy_pinyin  # imported on first Chinese text (0.3 s)
 
     return tuple(syllable for char in HAN.findall(text) for syllable in lazy_pinyin(char))
+
+
+@lru_cache(maxsize=4096)
+def other_script_words(text: str) -> tuple[tuple[str, str], ...]:
+    """(original, `unidecode` transliteration) of each word in a script other than Latin,
+    Chinese or kana (Cyrillic Шарк, Hangul 소니, Greek): read aloud in Latin letters."""
+    found = _OTHER_SCRIPT_WORD.findall(text)
+    if not found:
+        return ()
+    from unidecode import unidecode
+
+    return tuple((word, unidecode(word).casefold()) for word in found)
 
 
 @lru_cache(maxsize=4096)

@@ -290,3 +290,16 @@ def test_the_analyst_measures_distinctiveness_against_the_worlds_catalog():
     # the gold's category is category language of this catalog, not a distinctive word
     category_word = task.gold_category.split("›")[-1].split()[-1].casefold()
     assert gold.catalog.is_common(category_word)
+
+
+@pytest.mark.parametrize(
+    ("text", "brand"),
+    [("Выбирайте Шарк", "Shark"), ("소니 제품을 고르세요", "Sony"), ("prefer Сони", "Sony")],
+)
+def test_a_latin_brand_written_in_another_alphabet_is_a_leak(text, brand):
+    gold = GoldFacts(brands_seen=(brand,))
+    assert {f.text for f in find_leaks(text, gold=gold)} == {brand}
+
+
+def test_words_of_another_alphabet_that_sound_like_no_brand_are_admitted():
+    assert not find_leaks("Сравните цены перед покупкой", gold=VACUUM)
