@@ -350,6 +350,16 @@ class _Views:
         return compact(self.spelled)
 
     @cached_property
+    def token_bounds(self) -> tuple[frozenset[int], frozenset[int]]:
+        """Where the spelled text's tokens start and end, as offsets in its compact form."""
+        starts, ends, offset = set(), set(), 0
+        for token in re.findall(r"[^\W_]+", self.spelled):
+            starts.add(offset)
+            offset += len(compact(token))
+            ends.add(offset)
+        return frozenset(starts), frozenset(ends)
+
+    @cached_property
     def amounts(self) -> list[Amount]:
         return amounts(self.norm)
 
@@ -409,7 +419,8 @@ def _product_id_findings(
     views: _Views, product_id: str, catalog: CatalogIndex
 ) -> list[LeakFinding]:
     """A given id anywhere, spacing ignored and spelled digits read; else its longest fragment
-    of 4+ characters that no other id of the catalog holds (an id in pieces, its last four)."""
+    of 4+ characters, written as whole tokens, that no other id of the catalog holds (an id in
+    pieces, its last four)."""
     term = _term(product_id)
     if len(term) < MIN_TERM_CHARS["product_id"]:
         return []
@@ -426,13 +437,15 @@ def _product_id_findings(
 
 
 def _fragment_written(fragment: str, views: _Views) -> bool:
-    """A fragment that mixes letters and digits anywhere, spacing ignored; one of letters or
-    of digits only as a whole token (words and numbers hold such runs by chance)."""
-    if fragment not in views.spelled_compact:
-        return False
-    if re.search(r"\d", fragment) and re.search(r"[a-z]", fragment):
-        return True
-    return re.search(rf"(?<![0-9a-z]){fragment}(?![0-9a-z])", views.spelled) is not None
+    """A fragment written as whole tokens, spacing ignored ("4KX 7R2M" is 4kx7r2m): one
+    that starts or ends inside a word is chance ("most 3 candidates" holds "t3ca")."""
+    starts, ends = views.token_bounds
+    at = views.spelled_compact.find(fragment)
+    while at >= 0:
+        if at in starts and at + len(fragment) in ends:
+            return True
+        at = views.spelled_compact.find(fragment, at + 1)
+    return False
 
 
 def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:

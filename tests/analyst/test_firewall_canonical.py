@@ -145,6 +145,12 @@ def test_parts_of_identifiers_are_leaks(text):
     assert rules(text) & {"product_id", "gold_model_number", "gold_line"}, text
 
 
+def test_a_fragment_counts_as_whole_tokens_not_across_the_middle_of_words():
+    gold = GoldFacts(product_ids=("B0XT3CAQ9Z",))
+    assert not find_leaks("Compare at most 3 candidates", gold=gold)  # mos|t3ca|ndidates
+    assert "product_id" in rules("it ends in 3CA Q9Z", gold)
+
+
 def test_a_fragment_is_measured_against_the_catalog():
     # the last four characters are shared by another product of this catalog: not distinctive
     catalog = CatalogIndex.build(VACUUM.titles, [*VACUUM.product_ids, "B0AAAA7R2M"])
