@@ -83,9 +83,9 @@ class CatalogIndex:
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
             raise ValueError("gold.catalog must be a list of objects")
         return cls.build(
-            (str(item.get("title") or "") for item in data if item.get("title")),
-            (str(item.get("product_id") or "") for item in data if item.get("product_id")),
-            (str(item.get("category") or "") for item in data if item.get("category")),
+            (str(item["title"]) for item in data if item.get("title")),
+            (str(item["product_id"]) for item in data if item.get("product_id")),
+            (str(item["category"]) for item in data if item.get("category")),
         )
 
     def is_common(self, word: str) -> bool:

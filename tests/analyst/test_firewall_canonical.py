@@ -204,6 +204,14 @@ def test_a_brand_that_is_an_ordinary_word_in_a_brand_context_is_a_leak(text):
     assert "gold_brand" in rules(text)
 
 
+def test_only_the_sentence_holding_the_word_decides_whether_it_is_about_brands():
+    gold = replace(VACUUM, brands_seen=("Beats",))
+    assert "gold_brand" not in rules(
+        "Check the brand filter. Beats per minute do not matter.", gold
+    )
+    assert "gold_brand" in rules("Check the filter. Beats is the brand to pick.", gold)
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -261,6 +269,33 @@ def test_the_cli_prints_the_canonical_form(tmp_path):
     assert line["admitted"] is False
     (brand,) = [f for f in line["findings"] if f["rule"] == "gold_brand"]
     assert brand["text"] == "Shark" and "シャーク" in brand["canonical"]
+
+
+def test_the_contract_catalog_is_read_field_by_field():
+    catalog = CatalogIndex.from_json(
+        [
+            {"product_id": "B0AAAA7R2M", "title": "Lamp Nova desk lamp", "category": "Lighting"},
+            {"product_id": "B0BBBB1111", "title": "Lamp Vela floor lamp"},
+            {"title": "Lamp Orla"},  # no id
+            {"product_id": "B0CCCC2222"},  # no title
+            {},
+        ]
+    )
+    assert catalog.title_count == 3
+    assert catalog.title_frequency["lamp"] == 3 and catalog.title_frequency["nova"] == 1
+    assert catalog.product_ids == {"b0aaaa7r2m", "b0bbbb1111", "b0cccc2222"}
+    assert "lighting" in catalog.category_words
+    assert catalog.is_common("lamp") and not catalog.is_common("nova")
+    for bad in ({"product_id": "B0"}, ["B0AAAA7R2M"], [{"title": "x"}, "y"]):
+        with pytest.raises(ValueError, match=r"gold\.catalog"):
+            CatalogIndex.from_json(bad)
+
+
+def test_a_catalog_without_the_gold_id_still_measures_its_fragments():
+    others = CatalogIndex.build([], ["B0ZZZZZZ7R2M"])  # the gold's id is not in it
+    gold = replace(VACUUM, catalog=others)
+    assert "product_id" not in rules("the id ends in 7R2M", gold)  # another id holds 7R2M
+    assert "product_id" in rules("the id ends in KX7R", gold)  # no other id holds KX7R
 
 
 def test_the_contract_takes_an_optional_catalog():
