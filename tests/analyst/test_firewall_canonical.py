@@ -344,3 +344,33 @@ def test_a_latin_brand_written_in_another_alphabet_is_a_leak(text, brand):
 
 def test_words_of_another_alphabet_that_sound_like_no_brand_are_admitted():
     assert not find_leaks("Сравните цены перед покупкой", gold=VACUUM)
+
+
+# -- boundaries the mutation run asked for (docs/CONTRIBUTING.md, issue 31's leak run)
+def test_a_fragment_at_the_start_or_written_twice_is_found_and_one_inside_a_word_is_not():
+    assert "product_id" in rules("7R2M is the end of it")  # at offset 0
+    assert "product_id" in rules("7R2M, not x7R2Mq")  # the last spot is inside a word
+    assert "product_id" not in rules("ends in 7R2Mq")  # starts a word but ends inside it
+
+
+def test_the_price_reading_names_the_amount_and_the_price():
+    (finding,) = find_leaks("pay five under 100", gold=replace(VACUUM, price=95.0))
+    assert finding.reading == "5 under 100 → 95 ≈ 95"
+
+
+@pytest.mark.parametrize(
+    ("text", "leak"),
+    [
+        ("go with the aurora one", True),  # "one" after a determiner: a product
+        ("the aurora ones sell out", True),
+        ("nothing beats one good query", False),  # "one" after no determiner: a number
+    ],
+)
+def test_one_after_a_name_is_a_product_only_after_a_determiner(text, leak):
+    gold = replace(VACUUM, brands_seen=(*VACUUM.brands_seen, "Beats"))
+    assert bool(rules(text, gold) & {"gold_line", "gold_brand"}) is leak
+
+
+def test_a_sentence_about_brands_after_the_word_does_not_make_it_a_name():
+    gold = replace(VACUUM, brands_seen=("Beats",))
+    assert "gold_brand" not in rules("Beats per minute do not matter. Check the brand.", gold)
