@@ -15,8 +15,13 @@ rule then reads one of three views of it:
   or with none: `StudioProWireless` is the title fragment `studio pro wireless`).
 
 Gold terms are normalized the same way, so case, spacing and look-alikes never hide a match.
-Whether a word is "ordinary" (a brand that is also a verb, a title word that names a product
-line) is read from English word frequencies (`wordfreq`), never from a hand list.
+Beside the views, the rules read the text as an agent would (`shared/leak_canonical.py`,
+`shared/leak_numbers.py`): leetspeak with every reading of a digit, kana and Chinese characters
+in romaji and pinyin, US and UK spellings, colour codes, and numbers in words, in locale formats
+and in simple arithmetic. Whether a word is "ordinary" (a brand that is also a verb) is read from
+English word frequencies (`wordfreq`), and whether it is distinctive from the catalog
+(`shared/leak_catalog.py`), never from a hand list. Each finding carries the reading that
+matched, so an operator sees why (`reason`).
 """
 
 from __future__ import annotations
@@ -26,14 +31,14 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field, fields
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
-from text_to_num import alpha2digit
-
-from shared.chinese_numerals import arabic_numerals
+from shared import leak_canonical as canonical
+from shared.leak_catalog import CatalogIndex
+from shared.leak_numbers import Amount, amounts, price_matches
 
 # Minimum lengths (compact characters) below which a gold term is too generic to be a leak.
 MIN_TERM_CHARS = {
@@ -45,12 +50,16 @@ MIN_TERM_CHARS = {
 # once in ten million) is an ordinary word: not a product-line name, and a brand spelled like
 # it may be that word ("beats" the verb). Rarer title words name the instance (Soundcore: 0).
 ORDINARY_WORD_ZIPF = 2.0
-# A price written without a currency sign or cents leaks from this many digits (348 does; 45
-# alone is any number, "$45" is a price).
-MIN_BARE_PRICE_DIGITS = 3
+# Digits of a model code alone ("model 720" for KX720) name it from this many digits.
+MIN_CODE_DIGITS = 3
+# A whole gold option shorter than MIN_TERM_CHARS["option"] ("King") counts from this many
+# characters, where the text chooses it (see _OPTION_CONTEXT).
+MIN_SHORT_OPTION_CHARS = 2
 # The gold task's number alone is a leak from this many digits (leading zeros count).
 MIN_TASK_DIGITS = 3
 MIN_CJK_BRAND_CHARS = 2
+# A Latin name is looked for in Chinese characters from this many syllables (Sony: 索尼).
+MIN_HAN_NAME_SYLLABLES = 2
 # A run of this many compact characters of a CJK title is a copied fragment.
 CJK_FRAGMENT_CHARS = 8
 # Runs of consecutive title words that count as a copied fragment: (words, how many of them
@@ -143,12 +152,14 @@ _STANDARD_CODES_TEXT = """
 _STANDARD_CODES = frozenset(_STANDARD_CODES_TEXT.split())
 # Digits a code may be written with as letters (O for zero, l or I for one).
 _CODE_CHARS = {"0": "[0o]", "1": "[1li]"}
-# A brand that also is an ordinary word is that word when a determiner or an -ing word follows
-# ("a query beats the rest", "nothing beats checking"), unless a word of choosing precedes it
-# ("prefer beats the most"); "prefer beats headphones" and "Beats" mid-sentence are the brand.
+# A brand or a distinctive title word that also is an ordinary English word counts only where
+# the text writes it as a name: in capitals or capitalized inside a sentence, after a word of
+# choosing ("prefer beats"), before a product or option noun ("the Aurora one", "shark
+# vacuum"), alone as its sentence ("Beats."), or in a sentence about brands ("Shark, that is
+# the brand to filter on"). Elsewhere it is the word: "a sale price beats three coupons".
 _CHOOSING_TEXT = """
     prefer prefers choose pick buy select get try favor favour want recommend like from by
-    than over with brand brands
+    than over with brand brands go take set
     """
 _CHOOSING = frozenset(_CHOOSING_TEXT.split())
 _DETERMINERS_TEXT = """
@@ -156,25 +167,39 @@ _DETERMINERS_TEXT = """
     their his her your our my it them one no both either neither
     """
 _DETERMINERS = frozenset(_DETERMINERS_TEXT.split())
-# A price written as a price: a currency before or after the number, or cents.
-_AMOUNT = re.compile(
-    r"(?P<before>(?:us\$|\$|usd|eur|€|£|¥|rmb|cny)\s?)?"
-    r"(?<![\d.,])(?P<number>\d{1,3}(?:[,.]\d{3})+|\d+)(?:[.,](?P<cents>\d{1,2}))?(?![\d])"
-    r"(?![.,]\d)"
-    r"(?P<after>\s?(?:dollars?|bucks|usd|元|圆|块)(?:\s(?:and\s)?(?P<word_cents>\d{1,2})\s?cents?)?)?"
-    r"(?P<percent>\s?(?:%|percent))?"
-)
+# Nouns after a name that make it a product's or an option's name ("the Aurora one" only after
+# a determiner: "beats one query" is the verb); the catalog's category words count too.
+_PRODUCT_NOUNS_TEXT = """
+    model models line series version versions edition brand brands product products item items
+    variant variants option options size sizes color colors colour colours style finish
+    """
+_PRODUCT_NOUNS = frozenset(_PRODUCT_NOUNS_TEXT.split())
+_BRAND_SENTENCE = re.compile(r"\b(?:brand|brands|maker|manufacturer|label|logo)\b", re.IGNORECASE)
 MAX_DECODE_ROUNDS = 3
 
 _NEXT_WORD = re.compile(r"\W*(\w*)")
+_PREVIOUS_WORD = re.compile(r"(\w+)\W*$")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[a-z]")
+_SENTENCE_END = re.compile(r"[.!?;:•\n]")
 
 
 @dataclass(frozen=True)
 class LeakFinding:
     rule: str
     text: str
+    reading: str = ""  # the canonical form that matched, when the text was read ("ソニー → sonii")
+
+
+def canonical_form(finding: LeakFinding) -> str:
+    """The form that matched: the reading when the text was read ("ソニー → sonii ≈ sony"),
+    else the finding's own text normalized."""
+    return finding.reading or normalize(finding.text)
+
+
+def reason(finding: LeakFinding) -> str:
+    """One line an operator reads: the rule, what matched, and the canonical form of it."""
+    return f"{finding.rule}: {finding.text!r} ({canonical_form(finding)})"
 
 
 @dataclass(frozen=True)
@@ -189,11 +214,15 @@ class GoldFacts:
     gold_options: tuple[str, ...] = ()
     product_ids: tuple[str, ...] = ()
     price: float | None = None  # the gold variant's price
+    # The catalog that distinctiveness is measured against; None: the gold's own titles and ids.
+    catalog: CatalogIndex | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoldFacts:
         """From the firewall contract's `gold` object (missing fields are empty); a `price`
-        that is not a finite number >= 0 is a ValueError."""
+        that is not a finite number >= 0, or a `catalog` that is no list of objects, is a
+        ValueError."""
+        catalog = data.get("catalog")
         return cls(
             task_id=data.get("task_id") or "",
             goal_title=data.get("goal_title") or "",
@@ -203,15 +232,26 @@ class GoldFacts:
             gold_options=tuple(data.get("gold_options") or ()),
             product_ids=tuple(data.get("product_ids") or ()),
             price=_contract_price(data.get("price")),
+            catalog=None if catalog is None else CatalogIndex.from_json(catalog),
         )
 
     def as_json(self) -> dict[str, Any]:
-        """The firewall contract's `gold` object."""
-        return {name: list(v) if isinstance(v, tuple) else v for name, v in asdict(self).items()}
+        """The firewall contract's `gold` object (without the catalog, which stays with it)."""
+        facts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "catalog"}
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in facts.items()}
 
     @property
     def titles(self) -> tuple[str, ...]:
         return tuple(t for t in (self.goal_title, self.purchase_title, *self.visited_titles) if t)
+
+    @property
+    def catalog_index(self) -> CatalogIndex:
+        return self.catalog or _own_catalog(self.titles, self.product_ids)
+
+
+@lru_cache(maxsize=256)
+def _own_catalog(titles: tuple[str, ...], product_ids: tuple[str, ...]) -> CatalogIndex:
+    return CatalogIndex.build(titles, product_ids)
 
 
 def _contract_price(value: Any) -> float | None:
@@ -258,6 +298,12 @@ def compact(normalized: str) -> str:
     return "".join(char for char in normalized if char.isalnum())
 
 
+@lru_cache(maxsize=8192)
+def _term(text: str) -> str:
+    """A gold term (or a finding's text) normalized and compact, once per term."""
+    return compact(normalize(text))
+
+
 def words(normalized: str) -> list[str]:
     return re.findall(r"\w+", normalized.replace("_", " "))
 
@@ -275,12 +321,51 @@ class _Views:
     norm: str
     cased: str
     compact: str
+    # The cased text with every leetspeak reading ("P1xel": "Pixel", "Plxel").
+    leet: tuple[str, ...] = ()
+    # The decoded NFKC text before look-alikes are folded: "Сони" is a Russian word to read
+    # aloud, not Latin letters in disguise.
+    raw: str = ""
 
     @classmethod
     def of(cls, text: str) -> _Views:
         cased = _fold(text)
         norm = re.sub(r"\s+", " ", cased.casefold()).strip()
-        return cls(norm, cased, compact(norm))
+        raw = unicodedata.normalize("NFKC", decode(text))
+        return cls(norm, cased, compact(norm), canonical.leet_readings(cased), raw)
+
+    # Readings computed once per text, on first use (every gold term reads them again).
+    @cached_property
+    def compact_readings(self) -> tuple[str, ...]:
+        """The compact view, then each leetspeak reading of it."""
+        return (self.compact, *(compact(text.casefold()) for text in self.leet))
+
+    @cached_property
+    def spelled(self) -> str:
+        """The normalized text with digit words read as digits (for ids spelled aloud)."""
+        return canonical.spelled_digits(self.norm)
+
+    @cached_property
+    def spelled_compact(self) -> str:
+        return compact(self.spelled)
+
+    @cached_property
+    def token_bounds(self) -> tuple[frozenset[int], frozenset[int]]:
+        """Where the spelled text's tokens start and end, as offsets in its compact form."""
+        starts, ends, offset = set(), set(), 0
+        for token in re.findall(r"[^\W_]+", self.spelled):
+            starts.add(offset)
+            offset += len(compact(token))
+            ends.add(offset)
+        return frozenset(starts), frozenset(ends)
+
+    @cached_property
+    def amounts(self) -> list[Amount]:
+        return amounts(self.norm)
+
+    @cached_property
+    def tokens(self) -> frozenset[str]:
+        return frozenset(re.findall(r"[0-9a-z]+", self.norm))
 
 
 def find_leaks(text: str, *, gold: GoldFacts | None = None) -> list[LeakFinding]:
@@ -307,44 +392,64 @@ def admitted(text: str, gold: GoldFacts | None = None) -> bool:
 
 
 def _gold_findings(views: _Views, gold: GoldFacts) -> list[LeakFinding]:
+    catalog = gold.catalog_index
     findings: list[LeakFinding] = []
     for product_id in gold.product_ids:
-        findings += _product_id_findings(views, product_id)
+        findings += _product_id_findings(views, product_id, catalog)
     if gold.task_id:
         findings += _task_id_findings(views, gold.task_id)
     if gold.price is not None:
         findings += _price_findings(views, gold.price)
     for title in gold.titles:
-        findings += _title_findings(views, title)
-    for line in line_names(gold.titles, gold.brands_seen):
-        if _word_matches(views, line):
-            findings.append(LeakFinding("gold_line", line))
+        findings += _title_findings(views, title, catalog)
+    findings += _code_findings(views, gold.titles, catalog)
+    for word in name_words(gold.titles, gold.brands_seen, catalog):
+        findings += [
+            LeakFinding("gold_line", word, read) for read in _name_hits(views, word, catalog)
+        ]
     for brand in gold.brands_seen:
-        if _brand_matches(views, brand):
-            findings.append(LeakFinding("gold_brand", brand))
-    for option in gold.gold_options:
-        term = compact(normalize(option))
-        if len(term) >= MIN_TERM_CHARS["option"] and term in views.compact:
-            findings.append(LeakFinding("gold_option", option))
+        findings += [
+            LeakFinding("gold_brand", brand, read) for read in _brand_hits(views, brand, catalog)
+        ]
+    findings += _option_findings(views, gold.gold_options, catalog)
     return findings
 
 
-def _product_id_findings(views: _Views, product_id: str) -> list[LeakFinding]:
-    """A given id, whole or cut in two halves written apart (each half long enough alone)."""
-    term = compact(normalize(product_id))
-    least = MIN_TERM_CHARS["product_id"]
-    if len(term) < least:
+def _product_id_findings(
+    views: _Views, product_id: str, catalog: CatalogIndex
+) -> list[LeakFinding]:
+    """A given id anywhere, spacing ignored and spelled digits read; else its longest fragment
+    of 4+ characters, written as whole tokens, that no other id of the catalog holds (an id in
+    pieces, its last four)."""
+    term = _term(product_id)
+    if len(term) < MIN_TERM_CHARS["product_id"]:
         return []
-    if term in views.compact:
+    if term in views.compact or term in views.spelled_compact:
         return [LeakFinding("product_id", product_id)]
-    for cut in range(least, len(term) - least + 1):
-        if term[:cut] in views.compact and term[cut:] in views.compact:
-            return [LeakFinding("product_id", product_id)]
+    for size in range(len(term) - 1, MIN_TERM_CHARS["product_id"] - 1, -1):
+        for start in range(len(term) - size + 1):
+            fragment = term[start : start + size]
+            if _fragment_written(fragment, views) and not catalog.fragment_elsewhere(
+                fragment, term
+            ):
+                return [LeakFinding("product_id", fragment, f"{fragment} = part of {product_id}")]
     return []
 
 
+def _fragment_written(fragment: str, views: _Views) -> bool:
+    """A fragment written as whole tokens, spacing ignored ("4KX 7R2M" is 4kx7r2m): one
+    that starts or ends inside a word is chance ("most 3 candidates" holds "t3ca")."""
+    starts, ends = views.token_bounds
+    at = views.spelled_compact.find(fragment)
+    while at >= 0:
+        if at in starts and at + len(fragment) in ends:
+            return True
+        at = views.spelled_compact.find(fragment, at + 1)
+    return False
+
+
 def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:
-    term = compact(normalize(task_id))
+    term = _term(task_id)
     findings = [LeakFinding("task_id", task_id)] if term and term in views.compact else []
     digits = "".join(re.findall(r"\d", term))
     number = digits.lstrip("0")
@@ -363,36 +468,24 @@ def _task_id_findings(views: _Views, task_id: str) -> list[LeakFinding]:
 
 
 def _price_findings(views: _Views, price: float) -> list[LeakFinding]:
-    """The gold price as any amount equal to it: `$348.00`, `348,00`, `USD 348`, `348`, "three
-    hundred forty-eight dollars", 三百四十八元, 叁佰肆拾捌 (full-width digits are NFKC's). A bare
-    integer counts from MIN_BARE_PRICE_DIGITS digits; a percentage is never a price."""
-    text = alpha2digit(arabic_numerals(views.norm), "en")  # Chinese numerals, number words
+    """Any amount the text writes or computes that is the gold price within the tolerance of
+    `leak_numbers.price_matches` (see that module for every form it reads)."""
     return [
-        LeakFinding("gold_price", match.group(0).strip())
-        for match in _AMOUNT.finditer(text)
-        if not match["percent"] and _is_written_price(match, price)
+        LeakFinding("gold_price", amount.shown, f"{amount.shown} → {amount.value:g} ≈ {price:g}")
+        for amount in views.amounts
+        if price_matches(amount, price)
     ]
 
 
-def _is_written_price(match: re.Match[str], price: float) -> bool:
-    number = re.sub(r"[,.]", "", match["number"])
-    cents = match["cents"] or match["word_cents"] or ""
-    value = int(number) + (int(cents) / 10 ** len(cents) if cents else 0)
-    if abs(value - price) >= 0.005:
-        return False
-    written_as_price = match["before"] or match["after"] or cents
-    return bool(written_as_price) or len(number.lstrip("0")) >= MIN_BARE_PRICE_DIGITS
-
-
-def _title_findings(views: _Views, title: str) -> list[LeakFinding]:
-    findings = []
-    term = compact(normalize(title))
-    if len(term) >= MIN_TERM_CHARS["title"] and term in views.compact:
+def _title_findings(views: _Views, title: str, catalog: CatalogIndex) -> list[LeakFinding]:
+    term = _term(title)
+    if len(term) >= MIN_TERM_CHARS["title"] and any(term in r for r in views.compact_readings):
         return [LeakFinding("gold_title", title)]
     found = [code for code in model_codes(title) if _code_matches(views, code)]
-    findings += [LeakFinding("gold_model_number", code) for code in _outermost(found)]
-    for fragment in _title_fragments(title):
-        if fragment.replace(" ", "") in views.compact:  # spaced, dashed or glued alike
+    findings = [LeakFinding("gold_model_number", code) for code in _outermost(found)]
+    for fragment in _title_fragments(title, catalog):
+        glued = fragment.replace(" ", "")  # spaced, dashed or glued alike
+        if any(glued in reading for reading in views.compact_readings):
             findings.append(LeakFinding("gold_title", fragment))
     return findings
 
@@ -440,11 +533,47 @@ def _outermost(codes: list[str]) -> list[str]:
     return [code for code in codes if not any(code != other and code in other for other in codes)]
 
 
+def _code_findings(
+    views: _Views, titles: tuple[str, ...], catalog: CatalogIndex
+) -> list[LeakFinding]:
+    """A model code's parts written apart: its digits alone as a number ("model 720" for
+    KX720) when MIN_CODE_DIGITS+ long and common in no catalog title, or every part of it as
+    its own token ("begins with KX and ends with 720")."""
+    tokens = views.tokens
+    amounts_written = {a.shown for a in views.amounts if a.written_as_price}
+    findings = []
+    for code, parts in _code_parts(titles):
+        for digits in (p for p in parts if p.isdigit() and len(p) >= MIN_CODE_DIGITS):
+            if (
+                digits in tokens
+                and not catalog.is_common(digits)
+                and not any(digits in shown for shown in amounts_written)
+            ):
+                findings.append(
+                    LeakFinding("gold_model_number", digits, f"{digits} = digits of {code}")
+                )
+        named = [p for p in parts if p.isalpha() and len(p) >= 2 and p not in _NOT_CODE_LETTERS]
+        if named and len(parts) > 1 and all(part in tokens for part in parts):
+            spaced = " ".join(parts)
+            findings.append(LeakFinding("gold_model_number", code, f"{spaced} = {code}"))
+    return findings
+
+
 @lru_cache(maxsize=1024)
-def line_names(titles: tuple[str, ...], brands: tuple[str, ...]) -> tuple[str, ...]:
-    """Product-line and sub-brand names: title words of MIN_TERM_CHARS["line"]+ Latin letters
-    that are no ordinary English word, no generic word and no brand (brands have their rule)."""
-    skip = {compact(normalize(brand)) for brand in brands} | GENERIC_WORDS
+def _code_parts(titles: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each model code of the titles with its digit and letter runs."""
+    codes = dict.fromkeys(code for title in titles for code in model_codes(title))
+    return tuple((code, tuple(re.findall(r"\d+|[a-z]+", code))) for code in codes)
+
+
+@lru_cache(maxsize=1024)
+def name_words(
+    titles: tuple[str, ...], brands: tuple[str, ...], catalog: CatalogIndex
+) -> tuple[str, ...]:
+    """Product-line names and other distinctive title words: MIN_TERM_CHARS["line"]+ Latin
+    letters, no generic or category word, common in no share of the catalog's titles (see
+    CatalogIndex.is_common), and no brand (brands have their rule)."""
+    skip = {_term(brand) for brand in brands} | GENERIC_WORDS
     found: list[str] = []
     for title in titles:
         for word in words(normalize(title)):
@@ -453,15 +582,23 @@ def line_names(titles: tuple[str, ...], brands: tuple[str, ...]) -> tuple[str, .
                 and len(word) >= MIN_TERM_CHARS["line"]
                 and word not in skip
                 and word not in found
-                and not is_ordinary_word(word)
+                and not catalog.is_common(word)
             ):
                 found.append(word)
     return tuple(found)
 
 
+def line_names(titles: tuple[str, ...], brands: tuple[str, ...]) -> tuple[str, ...]:
+    """The name words of `titles` that are no ordinary English word (Soundcore)."""
+    catalog = _own_catalog(titles, ())
+    return tuple(w for w in name_words(titles, brands, catalog) if not is_ordinary_word(w))
+
+
 @lru_cache(maxsize=4096)
-def _title_fragments(title: str) -> tuple[str, ...]:
-    """Runs of title words specific enough that copying them copies the instance."""
+def _title_fragments(title: str, catalog: CatalogIndex) -> tuple[str, ...]:
+    """Runs of title words specific enough that copying them copies the instance: words that
+    are generic or the catalog's category language are not specific ("hiking boots for women"
+    where every title seen sells hiking boots)."""
     tokens = words(normalize(title))
     fragments = []
     latin = [t for t in tokens if not _CJK.search(t)]
@@ -469,11 +606,15 @@ def _title_fragments(title: str) -> tuple[str, ...]:
         for start in range(len(latin) - size + 1):
             window = latin[start : start + size]
             specific = [
-                t for t in window if t not in GENERIC_WORDS and len(t) >= SPECIFIC_WORD_CHARS
+                t
+                for t in window
+                if t not in GENERIC_WORDS
+                and len(t) >= SPECIFIC_WORD_CHARS
+                and not catalog.is_common(t)
             ]
             if len(specific) >= needed:
                 fragments.append(" ".join(window))
-    cjk_run = compact(normalize(title))
+    cjk_run = _term(title)
     for start in range(len(cjk_run) - CJK_FRAGMENT_CHARS + 1):
         window = cjk_run[start : start + CJK_FRAGMENT_CHARS]
         if len(_CJK.findall(window)) >= CJK_FRAGMENT_CHARS - 2:
@@ -481,45 +622,101 @@ def _title_fragments(title: str) -> tuple[str, ...]:
     return tuple(fragments)
 
 
-def _brand_matches(views: _Views, brand: str) -> bool:
-    term = compact(normalize(brand))
+def _brand_hits(views: _Views, brand: str, catalog: CatalogIndex) -> list[str]:
+    """The readings under which a brand is in the text ("" for the brand as written)."""
+    term = _term(brand)
     if len(_CJK.findall(term)) >= MIN_CJK_BRAND_CHARS:
-        return term in views.compact
+        if term in views.compact:
+            return [""]
+        # a Chinese brand in pinyin ("Xiaomi" for 小米)
+        spelled = canonical.pinyin_form(term)
+        hits = list(_word_hits(views, spelled))
+        return [f"{hits[0][1].group(0)} = {spelled} = {brand}"] if hits else []
     if len(_LATIN.findall(term)) < MIN_TERM_CHARS["brand"]:
-        return False
-    # A brand spelled like an ordinary word counts only where it is written as a name.
+        return []
+    # a brand transcribed is the brand, even one spelled like a word (シャーク is Shark)
+    return _name_hits(views, term, catalog) or _transcribed(views.raw, term)
+
+
+def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
+    """Readings under which a Latin name is in the text: as a word (an ordinary English word
+    only where written as a name), or transcribed in kana or Chinese characters."""
     ordinary = is_ordinary_word(term)
-    hits = _word_hits(views, term)
-    return any(not ordinary or _written_as_name(text, match) for text, match in hits)
+    for text, match in _word_hits(views, term):
+        if not ordinary or _written_as_name(text, match, catalog):
+            written = match.group(0)
+            return [f"{written} → {term}" if compact(written.casefold()) != term else ""]
+    return [] if ordinary else _transcribed(views.raw, term)
 
 
-def _word_matches(views: _Views, term: str) -> bool:
-    return any(True for _ in _word_hits(views, term))
+def _transcribed(text: str, term: str) -> list[str]:
+    """A Latin name written in another script: the same consonants in order as a whole kana,
+    Cyrillic, Greek or Hangul word (canonical.sound_key), or the same sound shape as a run of
+    as many Chinese characters as the name has syllables, or one more (canonical.sound_shape:
+    Dyson, 戴森);
+    a name of one syllable sounds like too many Chinese words (Shark: 价格 jia ge), so it is
+    read in kana only."""
+    key = canonical.sound_key(term)
+    if len(key) < canonical.MIN_SOUND_KEY:
+        return []
+    for original, romaji in [*canonical.romaji_words(text), *canonical.other_script_words(text)]:
+        if canonical.sound_key(romaji) == key:
+            return [f"{original} → {romaji} ≈ {term}"]
+    if not canonical.HAN.search(text):
+        return []
+    shape = canonical.sound_shape(term)
+    syllables = canonical.syllable_count(term)
+    if syllables < MIN_HAN_NAME_SYLLABLES:
+        return []
+    for size in range(syllables, min(syllables + 1, canonical.MAX_NAME_SYLLABLES) + 1):
+        for original, sound in canonical.han_sound_windows(text, size):
+            if sound.heard_as(shape):
+                return [f"{original} → {' '.join(canonical.pinyin(original))} ≈ {term}"]
+    return []
 
 
 def _word_hits(views: _Views, term: str) -> Iterator[tuple[str, re.Match[str]]]:
     """A term as a whole word, its letters possibly split by separators ("A n k e r", "An-ker")
-    or written with digits for letters ("S0ny"), in the cased view."""
-    spaced = (_SEPARATOR + "{0,2}").join(re.escape(char) for char in term)
-    pattern = re.compile(rf"(?<![0-9a-z]){spaced}(?![0-9a-z])", re.IGNORECASE)
-    for text in (views.cased, _unleet(views.cased)):
+    or written with digits for letters ("S0ny", "P1xel"), in the cased view."""
+    pattern = _word_pattern(term)
+    for text in (views.cased, *views.leet):
         for match in pattern.finditer(text):
             yield text, match
 
 
-def _written_as_name(text: str, match: re.Match[str]) -> bool:
-    """In capitals, capitalized inside a sentence, after a word of choosing, or not followed by
-    a determiner or an -ing word (see _CHOOSING)."""
-    letters = [char for char in match.group(0) if char.isalpha()]  # 3+: a brand's minimum
+@lru_cache(maxsize=4096)
+def _word_pattern(term: str) -> re.Pattern[str]:
+    spaced = (_SEPARATOR + "{0,2}").join(re.escape(char) for char in term)
+    return re.compile(rf"(?<![0-9a-z]){spaced}(?![0-9a-z])", re.IGNORECASE)
+
+
+def _written_as_name(text: str, match: re.Match[str], catalog: CatalogIndex) -> bool:
+    """See _CHOOSING: capitals, a capital inside a sentence, a word of choosing before it, a
+    product noun after it, alone as its sentence, or in a sentence about brands."""
+    letters = [char for char in match.group(0) if char.isalpha()]  # 3+: a name's minimum
     if all(char.isupper() for char in letters):
         return True
     if letters[0].isupper() and not _starts_sentence(text, match.start()):
         return True
-    before = re.search(r"(\w+)\W*$", text[: match.start()])
-    if before and before.group(1).casefold() in _CHOOSING:
+    before = _PREVIOUS_WORD.search(text[: match.start()])
+    previous = before.group(1).casefold() if before else ""
+    if previous in _CHOOSING:
         return True
     following = _NEXT_WORD.match(text, match.end())[1].casefold()  # \w* always matches
-    return not (following in _DETERMINERS or following.endswith("ing"))
+    if following in _PRODUCT_NOUNS or following in catalog.category_words:
+        return True
+    if following in ("one", "ones") and previous in _DETERMINERS:
+        return True
+    sentence = _sentence_around(text, match)
+    alone = compact(sentence.casefold()) == compact(match.group(0).casefold())
+    return alone or bool(_BRAND_SENTENCE.search(sentence))
+
+
+def _sentence_around(text: str, match: re.Match[str]) -> str:
+    ends_before = list(_SENTENCE_END.finditer(text, 0, match.start()))
+    start = ends_before[-1].end() if ends_before else 0
+    end_after = _SENTENCE_END.search(text, match.end())
+    return text[start : end_after.start() if end_after else len(text)]
 
 
 def _starts_sentence(text: str, index: int) -> bool:
@@ -527,19 +724,91 @@ def _starts_sentence(text: str, index: int) -> bool:
     return not before or before[-1] in ".!?:;•*-–—()\"'"  # a sentence, a clause, a list item
 
 
-# Digits that stand in for letters in a brand name ("S0ny", "Ank3r").
-_LEET = str.maketrans(
-    {"0": "o", "1": "l", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
-)
+# Words before a short option that choose it, and nouns after it that make it an option.
+_OPTION_CONTEXT = _CHOOSING | {"size", "color", "colour", "option"}
 
 
-def _unleet(text: str) -> str:
-    return text.translate(_LEET)
+def _option_findings(
+    views: _Views, options: tuple[str, ...], catalog: CatalogIndex
+) -> list[LeakFinding]:
+    """Gold options: whole (6+ characters, spacing ignored, in either spelling, with an
+    abbreviated word, or as its CSS colour code); else a short one the text chooses ("pick
+    king"), or a distinctive word of it written as a name. An option inside a longer one found
+    whole is that one ("Blue" in "Midnight Blue")."""
+    whole = {_term(option): f for option in options if (f := _whole_option(views, option))}
+    findings = list(whole.values())
+    for option in options:
+        glued = _term(option)
+        if any(glued in longer for longer in whole):
+            continue
+        short = MIN_SHORT_OPTION_CHARS <= len(glued) < MIN_TERM_CHARS["option"]
+        if short and _short_option_chosen(views, normalize(option)):
+            findings.append(LeakFinding("gold_option", option))
+        else:
+            findings += _option_word_findings(views, option, catalog)
+    return findings
+
+
+def _option_word_findings(views: _Views, option: str, catalog: CatalogIndex) -> list[LeakFinding]:
+    """A distinctive word of an option of several words, written as a name ("Lagoon" of
+    "Lagoon Teal"): not generic, not common in the catalog, MIN_TERM_CHARS["line"]+ letters."""
+    findings = []
+    for word in words(normalize(option)):
+        if (
+            len(word) >= MIN_TERM_CHARS["line"]
+            and word != _term(option)
+            and word not in GENERIC_WORDS
+            and not catalog.is_common(word)
+            and (reads := _name_hits(views, word, catalog))
+        ):
+            findings.append(LeakFinding("gold_option", word, reads[0] or f"{word} of {option}"))
+    return findings
+
+
+def _whole_option(views: _Views, option: str) -> LeakFinding | None:
+    term = normalize(option)
+    for form in canonical.spelling_variants(term):
+        glued = compact(form)
+        if len(glued) >= MIN_TERM_CHARS["option"] and any(
+            glued in reading for reading in views.compact_readings
+        ):
+            return LeakFinding("gold_option", option, "" if form == term else f"{form} = {term}")
+        if len(words(form)) > 1 and (match := _abbreviated(form).search(views.norm)):
+            return LeakFinding("gold_option", option, f"{match.group(0)} = {term}")
+    hex_code = canonical.colour_hex(term)
+    if hex_code and hex_code in canonical.hex_codes(views.norm):
+        return LeakFinding("gold_option", option, f"#{hex_code} = {term}")
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _abbreviated(form: str) -> re.Pattern[str]:
+    """The option's words in order, each whole or without its inner vowels ("frst green")."""
+    alternatives = []
+    for word in words(form):
+        short = word[0] + re.sub(r"[aeiou]", "", word[1:])
+        choices = {re.escape(word)} | ({re.escape(short)} if len(short) >= 3 else set())
+        alternatives.append(f"(?:{'|'.join(sorted(choices))})")
+    body = r"[\s\-_.]*".join(alternatives)
+    return re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
+
+
+def _short_option_chosen(views: _Views, term: str) -> bool:
+    """A short whole option as a word the text chooses: after a word of choosing or a
+    determiner, or before an option noun ("pick king", "the King size")."""
+    pattern = _word_pattern(term)
+    for text in (views.norm, *(reading.casefold() for reading in views.leet)):
+        for match in pattern.finditer(text):
+            before = _PREVIOUS_WORD.search(text[: match.start()])
+            following = _NEXT_WORD.match(text, match.end())[1]
+            if (before and before.group(1) in _OPTION_CONTEXT) or following in _PRODUCT_NOUNS:
+                return True
+    return False
 
 
 def _unique(findings: list[LeakFinding]) -> list[LeakFinding]:
     """One finding per rule and matched term, however it was spelled."""
     seen: dict[tuple[str, str], LeakFinding] = {}
     for finding in findings:
-        seen.setdefault((finding.rule, compact(normalize(finding.text))), finding)
+        seen.setdefault((finding.rule, _term(finding.text)), finding)
     return list(seen.values())

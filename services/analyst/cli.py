@@ -28,12 +28,17 @@ app = command_group(
 @app.command()
 def firewall(
     file: Annotated[
-        Path, typer.Argument(help='JSON list of {"name","text","gold"} cases; gold.price a number')
+        Path,
+        typer.Argument(
+            help='JSON list of {"name","text","gold"} cases; gold.price a number, gold.catalog'
+            ' an optional list of {"product_id","title","category"}'
+        ),
     ],
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
 ) -> None:
-    """Run the gold firewall on each case: admitted or not, and the findings."""
-    from shared.leak import find_leaks
+    """Run the gold firewall on each case: admitted or not, and the findings with the
+    canonical form that matched (the analyst's own `find_leaks`)."""
+    from shared.leak import canonical_form, find_leaks, reason
 
     try:
         cases = json.loads(file.read_text(encoding="utf-8"))
@@ -49,14 +54,15 @@ def firewall(
         line = {
             "name": case.get("name", ""),
             "admitted": not findings,
-            "findings": [{"rule": f.rule, "text": f.text} for f in findings],
+            "findings": [
+                {"rule": f.rule, "text": f.text, "canonical": canonical_form(f)} for f in findings
+            ],
         }
         if as_json:
             print(json.dumps(line, ensure_ascii=False))
         else:
             verdict = "admitted" if line["admitted"] else "BLOCKED "
-            rules = ", ".join(f"{f['rule']}:{f['text']}" for f in line["findings"])
-            print(f"{verdict} {line['name']}  {rules}")
+            print(f"{verdict} {line['name']}  {'; '.join(reason(f) for f in findings)}")
 
 
 def _case_gold(index: int, case: object) -> GoldFacts:

@@ -184,7 +184,8 @@ class LLMAnalyst:
     def analyze(self, request: AnalysisInput) -> CardCreate:
         task = request.env.task(request.trajectory.task_id)
         facts = read_trace(request.trajectory)
-        gold = gold_facts(task, facts, price=gold_price(task, request.env.world.catalog))
+        catalog = request.env.world.catalog
+        gold = gold_facts(task, facts, price=gold_price(task, catalog), catalog=catalog)
         session = LiveSession(request.env, task.task_id, request.seed)
         messages = [
             {"role": "system", "content": SYSTEM_PROMPT},

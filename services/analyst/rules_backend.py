@@ -82,7 +82,8 @@ def analyze(request: AnalysisInput) -> CardCreate:
     """The card for one failed trace (see the module docstring)."""
     task = request.env.task(request.trajectory.task_id)
     facts = read_trace(request.trajectory)
-    gold = gold_facts(task, facts, price=gold_price(task, request.env.world.catalog))
+    catalog = request.env.world.catalog
+    gold = gold_facts(task, facts, price=gold_price(task, catalog), catalog=catalog)
     divergences = diagnose(request.trajectory, task, facts)
     followed = recognised_mechanisms(render_skill_block(bank_chunks(request.bank)))
     missing = [d for d in divergences if d.mechanism not in followed]

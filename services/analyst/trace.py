@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from shared.agent.trajectory import Trajectory
 from shared.leak import GoldFacts
+from shared.leak_catalog import CatalogIndex
 from shared.shopsim.product import Catalog
 from shared.shopsim.reward import resolve_sku_price
 from shared.shopsim.task import Task
@@ -88,9 +90,18 @@ def gold_price(task: Task, catalog: Catalog) -> float | None:
     return resolution.price if resolution.verifiable else None
 
 
-def gold_facts(task: Task, facts: TraceFacts, *, price: float | None = None) -> GoldFacts:
+@lru_cache(maxsize=4)  # one world's catalog serves every card of a round
+def catalog_index(catalog: Catalog) -> CatalogIndex:
+    """What the firewall measures distinctiveness against: the world's catalog."""
+    return CatalogIndex.of_products(catalog)
+
+
+def gold_facts(
+    task: Task, facts: TraceFacts, *, price: float | None = None, catalog: Catalog | None = None
+) -> GoldFacts:
     """Everything instance-specific the analyst saw: the firewall's terms for this task (the
-    gold price when the caller gives it: `gold_price`)."""
+    gold price when the caller gives it: `gold_price`), measured against the world's catalog
+    when given."""
     visited = [visit.title for visit in facts.visits if visit.title]
     titles = [*visited, *facts.result_titles.values()]
     purchase = next(
@@ -113,4 +124,5 @@ def gold_facts(task: Task, facts: TraceFacts, *, price: float | None = None) -> 
             )
         ),
         price=price,
+        catalog=None if catalog is None else catalog_index(catalog),
     )

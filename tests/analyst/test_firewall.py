@@ -155,6 +155,10 @@ def test_cli_contract_one_json_line_per_case(tmp_path):
     ).stdout.splitlines()
     lines = [json.loads(line) for line in out]
     assert lines == [
-        {"name": "leaky", "admitted": False, "findings": [{"rule": "gold_brand", "text": "Anker"}]},
+        {
+            "name": "leaky",
+            "admitted": False,
+            "findings": [{"rule": "gold_brand", "text": "Anker", "canonical": "anker"}],
+        },
         {"name": "safe", "admitted": True, "findings": []},
     ]

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from shared.leak import GoldFacts, find_leaks, model_codes
+from shared.leak_catalog import CatalogIndex
 from tests.analyst.test_firewall import EN_GOLD, ZH_GOLD
 
 # The English gold of the vendored cases, with a price and a task number of four digits.
@@ -70,7 +71,8 @@ def test_prices_with_cents_and_thousands_match_in_either_notation():
     dear = replace(GOLD, price=1299.5)
     for written in ("$1,299.50", "1.299,50", "1299.5", "USD 1299,50"):
         assert "gold_price" in rules(f"pay {written}", dear), written
-    assert "gold_price" not in rules("pay $1,299", dear)  # the cents make it another amount
+    assert "gold_price" not in rules("pay $1,298.50", dear)  # another amount to the cent
+    assert "gold_price" not in rules("pay $1,298", dear)  # not the price rounded to the unit
 
 
 # -- the gold price in Chinese numerals or full-width digits (issue #21): read as its digits
@@ -100,7 +102,8 @@ def test_chinese_cents_thousands_and_small_prices_are_the_price_as_written():
     cents = replace(ZH_GOLD, price=348.5)
     for written in ("三百四十八元五角", "三百四十八块五", "叁佰肆拾捌元伍角", "三百四十八点五元"):
         assert "gold_price" in rules(f"付{written}", cents), written
-    assert "gold_price" not in rules("付三百四十八元", cents)  # the jiao make it another amount
+    assert "gold_price" not in rules("付三百四十七元", cents)  # not 348.5 rounded to the unit
+    assert "gold_price" not in rules("付三百四十八元四角", cents)  # another amount to the jiao
     dear = replace(ZH_GOLD, price=1299.0)
     for written in ("一千二百九十九元", "壹仟贰佰玖拾玖元", "一千二百九十九"):
         assert "gold_price" in rules(f"付{written}", dear), written
@@ -240,9 +243,13 @@ def test_a_gold_id_in_two_halves_is_a_leak(text):
     assert "product_id" in rules(text)
 
 
-def test_one_half_alone_or_halves_too_short_are_not_the_id():
-    assert "product_id" not in rules("the prefix B0C7X is common")
-    assert "product_id" not in rules("B0C then 7X2LQ9P", GoldFacts(product_ids=("B0C7X2L",)))
+def test_a_fragment_other_catalog_ids_share_or_one_under_four_characters_is_not_the_id():
+    # issue 31: a run of 4+ characters counts unless another product id of the catalog holds it
+    siblings = CatalogIndex.build([], ["B0C7X2LQ9P", "B0C7XAAAAA", "B0C7XBBBBB"])
+    shared_prefix = replace(GOLD, catalog=siblings)
+    assert "product_id" not in rules("the prefix B0C7X is common", shared_prefix)
+    assert "product_id" in rules("the prefix B0C7X is common")  # no other id holds it
+    assert "product_id" not in rules("B0C, then 7X2 and more", GoldFacts(product_ids=("B0C7X2L",)))
 
 
 # -- the task number without its prefix or leading zeros
@@ -355,7 +362,7 @@ def test_cli_reads_the_price_and_refuses_one_that_is_no_number(tmp_path):
     assert json.loads(done.stdout) == {
         "name": "p",
         "admitted": False,
-        "findings": [{"rule": "gold_price", "text": "$348.00"}],
+        "findings": [{"rule": "gold_price", "text": "$348.00", "canonical": "$348.00 → 348 ≈ 348"}],
     }
     bad = run_firewall(tmp_path, [{"name": "p", "text": "ok", "gold": {"price": "348"}}])
     assert bad.returncode == 2 and bad.stdout == ""

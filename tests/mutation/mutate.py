@@ -62,12 +62,19 @@ TARGETS: dict[str, Target] = {
         REWARD_TESTS,
     ),
     "leak": Target(
-        ("shared/leak.py", "shared/chinese_numerals.py"),
+        (
+            "shared/leak.py",
+            "shared/leak_canonical.py",
+            "shared/leak_numbers.py",
+            "shared/leak_catalog.py",
+            "shared/chinese_numerals.py",
+        ),
         (
             "tests/contracts/test_leak.py",
             "tests/contracts/test_chinese_numerals.py",
             "tests/analyst/test_firewall.py",
             "tests/analyst/test_firewall_gold_rules.py",
+            "tests/analyst/test_firewall_canonical.py",
         ),
     ),
     "concurrency": Target(
