@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.evaluator.decision import EmptyBankPolicy
+from services.evaluator.decision import AdmitRule, EmptyBankPolicy
 from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
 
@@ -23,6 +23,11 @@ class _GateJob(BaseModel):
     mask_seed: int | None = Field(None, ge=0, le=2**62)
     max_retries: int | None = Field(None, ge=0, le=10)
     solver: Solver = "statsmodels"
+    admit: AdmitRule = Field(
+        "coefficient",
+        description="coefficient: admit chunks with beta > 0 (the method); lower_bound: only "
+        "those whose one-sided 95% HC3 lower bound is > 0 as well",
+    )
     move_alias: bool = True
     empty_bank: EmptyBankPolicy | None = Field(
         None,
@@ -93,3 +98,4 @@ class RefitCreate(BaseModel):
     gate_run_id: int = Field(ge=1)
     solver: Solver | None = None
     budget: int | None = Field(None, ge=1, le=64)
+    admit: AdmitRule = "coefficient"

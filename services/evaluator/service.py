@@ -98,6 +98,7 @@ def plan_gate_job(
         budget=settings.budget if request.budget is None else request.budget,
         max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
         solver=request.solver,
+        admit=request.admit,
     )
     gate.plan.check()
     return PlannedGate(request, gate)
@@ -120,6 +121,7 @@ def plan_gate_a_job(
         budget=request.budget,
         max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
         solver=request.solver,
+        admit=request.admit,
     )
     gate.plan.check()
     return PlannedGate(request, gate)
