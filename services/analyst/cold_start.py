@@ -16,8 +16,9 @@
    rest by support), registered as cold-start chunks. Idempotency keys derive from the
    content fingerprint, so a resumed run finds its drafts instead of making new ones.
 5. Gate A in the evaluator over HTTP (Bernoulli(1/2) masks, positive top K_init <= 10), which
-   registers and freezes S_0 and moves `current`. A Gate A that did not finish is reported
-   as incomplete (`gate_a_status`), never as a gate that kept nothing.
+   registers and freezes S_0 and moves `current`. A Gate A that did not finish (the job
+   failed, or the registry's record of the gate run is not `complete`) is reported as
+   incomplete (`gate_a_status`), never as a gate that kept nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ from shared.chunks import ChunkContent, render_chunk
 from shared.hashing import content_hash
 from shared.leak import GoldFacts
 from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardCreate, CardOutcome, ChunkSource, DeployableAbstraction
+from shared.registry_api.schemas import (
+    CardCreate,
+    CardOutcome,
+    ChunkSource,
+    DeployableAbstraction,
+    GateStatus,
+)
 from shared.shopsim.task import Task
 
 BATCH_CARDS, MAX_CLUSTERS_PER_BATCH, MAX_DRAFTS = 40, 12, 16
@@ -288,6 +295,7 @@ def cold_start_job(
             "budget": body.budget,
             "alias": body.alias,
             **({"n_tasks": body.gate_a_tasks} if body.gate_a_tasks else {}),
+            **({"admit": body.gate_a_admit} if body.gate_a_admit != "coefficient" else {}),
         }
         try:
             # the same key (and drafts) again: the evaluator answers with the first Gate A job,
@@ -300,12 +308,25 @@ def cold_start_job(
             return result.model_dump(mode="json")
         recorded = (outcome.get("result") or {}).get("registry") or {}
         result.gate_a_job_id = outcome.get("id")
+        # the registry's record of the gate decides whether it finished, not the job's word
+        status = _gate_status(client, recorded.get("gate_run_id"))
+        if status != GateStatus.complete:
+            result.gate_a_status = "incomplete"
+            result.gate_a_error = (
+                f"the registry's gate run {recorded.get('gate_run_id')} is {status or 'unknown'}"
+            )
+            return result.model_dump(mode="json")
         result.gate_a_status = "complete"
         result.s0_bank_id = recorded.get("bank_id")
         result.s0_size = 0
         if result.s0_bank_id is not None:
             result.s0_size = len(client.get_bank(result.s0_bank_id).entries)
     return result.model_dump(mode="json")
+
+
+def _gate_status(client: RegistryClient, gate_run_id: int | None) -> GateStatus | None:
+    """The registry's status of a gate run (None: no run recorded)."""
+    return None if gate_run_id is None else client.get_gate_run(gate_run_id).status
 
 
 def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0):

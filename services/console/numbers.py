@@ -46,6 +46,7 @@ VERDICTS = {
     "non_positive": "a new chunk (or rewrite winner) whose coefficient was not above zero",
     "rewrite_loser": "a version that lost to another version of the same chunk",
     "budget_excluded": "positive, but ranked below the K chunks the bank may hold",
+    "below_bound": "positive, but its one-sided 95 % lower bound is not (gate.admit = lower_bound)",
 }
 
 COMPONENTS = {"r_strict": "P(strict success)", "r_success": "P(success)"}

@@ -356,7 +356,11 @@ def create_app(
         try:
             design, observations, solver = load_gate_run(body.gate_run_id, client)
             decision = decide(
-                design, observations, budget=body.budget, solver=body.solver or solver
+                design,
+                observations,
+                budget=body.budget,
+                solver=body.solver or solver,
+                admit=body.admit,
             )
         except LookupError as error:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=str(error)) from None

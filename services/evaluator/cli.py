@@ -18,7 +18,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.evaluator.decision import EMPTY_BANK_POLICIES, GateDecision, decide, json_safe
+from services.evaluator.decision import (
+    ADMIT_RULES,
+    EMPTY_BANK_POLICIES,
+    GateDecision,
+    decide,
+    json_safe,
+)
 from services.evaluator.design import K_INIT, DesignError
 from services.evaluator.fit import SOLVERS, FitError
 from services.evaluator.gate_folder import GateFolderError, read_gate_folder
@@ -48,12 +54,21 @@ def refit(
     budget: Annotated[
         int | None, typer.Option(help="override the budget K (default: the gate's own)")
     ] = None,
+    admit: Annotated[
+        str,
+        typer.Option(
+            help="coefficient: admit chunks with beta > 0 (the method); lower_bound: only those "
+            "whose one-sided 95% HC3 lower bound is > 0 as well"
+        ),
+    ] = "coefficient",
 ) -> None:
     """Re-fit and re-select a gate from its raw per-task observations."""
     from shared.registry_api.client import RegistryError
 
     if solver is not None and solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
+    if admit not in ADMIT_RULES:
+        raise typer.BadParameter(f"choose one of {', '.join(ADMIT_RULES)}", param_hint="--admit")
     path = Path(source)
     try:
         if not source.isdigit() and not path.is_dir():
@@ -71,7 +86,8 @@ def refit(
                     f"{source} is not a folder, and gate run ids need the registry client ({error})"
                 ) from None
             design, observations, gate_solver = load_gate_run(source)
-        decision = decide(design, observations, budget=budget, solver=solver or gate_solver)  # type: ignore[arg-type]
+        chosen = solver or gate_solver
+        decision = decide(design, observations, budget=budget, solver=chosen, admit=admit)  # type: ignore[arg-type]
     except (GateFolderError, DesignError, FitError, LookupError, RegistryError) as error:
         print(f"intraskill gate refit: {error}", file=sys.stderr)
         raise typer.Exit(1) from None
@@ -95,12 +111,14 @@ def decision_table(decision: GateDecision, *, title: str = "gate decision") -> T
     se = dict(zip(primary.ids, primary.hc3_se, strict=True))
     low = dict(zip(primary.ids, primary.ci_low, strict=True))
     high = dict(zip(primary.ids, primary.ci_high, strict=True))
+    bound = primary.lower_bound_map()
     table = Table(
         title=title,
         caption=(
             f"{primary.n} paired tasks; strict reward masked {primary.masked_mean:.4f}, "
             f"bare {primary.bare_mean:.4f}; K={decision.design.budget}, "
-            f"mask seed {decision.design.mask_seed}; {len(decision.selection.bank)} selected"
+            f"mask seed {decision.design.mask_seed}; admit by {decision.admit}; "
+            f"{len(decision.selection.bank)} selected"
         ),
     )
     for name, justify in [
@@ -111,6 +129,7 @@ def decision_table(decision: GateDecision, *, title: str = "gate decision") -> T
         ("beta (strict)", "right"),
         ("HC3 SE", "right"),
         ("95% CI", "right"),
+        ("95% lower bound", "right"),
         ("rank", "right"),
         ("status", "left"),
         ("next rho", "right"),
@@ -128,6 +147,7 @@ def decision_table(decision: GateDecision, *, title: str = "gate decision") -> T
             f"{row.coefficient:+.4f}",
             f"{se[vid]:.4f}",
             f"[{low[vid]:+.3f}, {high[vid]:+.3f}]",
+            f"{bound[vid]:+.3f}",
             "" if row.rank is None else str(row.rank),
             row.status,
             "" if rho is None else f"{rho:.3f}",

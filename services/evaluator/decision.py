@@ -21,6 +21,10 @@ from shared.inclusion import rho_from_coefficients
 # `adopt` creates the empty bank and moves the alias to it. Either way the outcome says so.
 EmptyBankPolicy = Literal["keep", "adopt"]
 EMPTY_BANK_POLICIES: tuple[str, ...] = ("keep", "adopt")
+# Which chunks a gate may admit: "coefficient" (the method: beta > 0) or "lower_bound" (beta > 0
+# and its one-sided 95 % HC3 lower bound > 0: only effects the gate is sure of).
+AdmitRule = Literal["coefficient", "lower_bound"]
+ADMIT_RULES: tuple[str, ...] = ("coefficient", "lower_bound")
 
 
 def json_safe(value: Any) -> Any:
@@ -41,12 +45,17 @@ class GateDecision:
     fit: GateFit
     selection: Selection
     next_rho: dict[str, float]  # keyed by the winning intervention id, bank order
+    admit: AdmitRule = "coefficient"
 
     def as_json(self, *, intervals: bool = False) -> dict[str, object]:
         """The refit JSON: coefficients, aux_coefficients, selected, rank, status, next_rho;
         an undefined number (a NaN standard error, a mean of nothing) is null."""
         payload: dict[str, object] = {
+            "admit": self.admit,
             "coefficients": self.fit.primary.coefficient_map(),
+            "ci_low": dict(zip(self.fit.ids, self.fit.primary.ci_low, strict=True)),
+            "ci_high": dict(zip(self.fit.ids, self.fit.primary.ci_high, strict=True)),
+            "lower_bound": self.fit.primary.lower_bound_map(),
             "aux_coefficients": {
                 name: fit.coefficient_map() for name, fit in self.fit.auxiliary().items()
             },
@@ -74,13 +83,18 @@ def decide(
     budget: int | None = None,
     level: float = 0.95,
     solver: Solver = "statsmodels",
+    admit: AdmitRule = "coefficient",
 ) -> GateDecision:
-    """Fit every component, select on the strict reward, map kept coefficients to rho."""
+    """Fit every component, select on the strict reward (admitting by `admit`), map kept
+    coefficients to rho."""
+    if admit not in ADMIT_RULES:
+        raise ValueError(f"admit must be one of {', '.join(ADMIT_RULES)}, not {admit!r}")
     for observation in observations:
         check_mask(design, observation.mask)
     fit = fit_gate(design.column_ids, observations, level=level, solver=solver)
-    coefficients = fit.components[PRIMARY].coefficient_map()
-    selection = select(design, coefficients, budget=budget)
+    primary = fit.components[PRIMARY]
+    bounds = primary.lower_bound_map() if admit == "lower_bound" else None
+    selection = select(design, primary.coefficient_map(), budget=budget, lower_bounds=bounds)
     kept = {entry.intervention_id: entry.coefficient for entry in selection.bank}
     rho = rho_from_coefficients(kept)
-    return GateDecision(design, fit, selection, rho)
+    return GateDecision(design, fit, selection, rho, admit)

@@ -3,8 +3,10 @@
 No intercept, no centering of C, no subtraction of a global bare mean: an all-zero mask is a
 valid row (its two stochastic rollouts can still differ). One fit per reward component; the
 strict reward decides. HC3 standard errors and 95% intervals are reported beside every
-coefficient (the reference run reported none); the delta outcome is heteroskedastic by
-construction (a 0/1 reward difference), hence HC3 rather than the classical variance.
+coefficient (the reference run reported none), with the one-sided lower bound at the same level
+(beta - z_level * SE: 95 % sure the effect is at least this); the delta outcome is
+heteroskedastic by construction (a 0/1 reward difference), hence HC3 rather than the classical
+variance.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class PairedObservation:
 
 @dataclass(frozen=True)
 class ComponentFit:
-    """The fit of one reward component: coefficient, HC3 SE and interval per column."""
+    """The fit of one reward component: coefficient, HC3 SE, two-sided interval and one-sided
+    lower bound per column."""
 
     component: str
     ids: tuple[str, ...]
@@ -66,6 +69,7 @@ class ComponentFit:
     masked_mean: float
     bare_mean: float
     level: float
+    lower_bound: tuple[float, ...] = ()  # one-sided at `level`: beta - z_level * SE
 
     @property
     def delta_mean(self) -> float:
@@ -73,6 +77,9 @@ class ComponentFit:
 
     def coefficient_map(self) -> dict[str, float]:
         return dict(zip(self.ids, self.coefficients, strict=True))
+
+    def lower_bound_map(self) -> dict[str, float]:
+        return dict(zip(self.ids, self.lower_bound, strict=True))
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -86,6 +93,7 @@ class ComponentFit:
             "hc3_se": dict(zip(self.ids, self.hc3_se, strict=True)),
             "ci_low": dict(zip(self.ids, self.ci_low, strict=True)),
             "ci_high": dict(zip(self.ids, self.ci_high, strict=True)),
+            "lower_bound": self.lower_bound_map(),
         }
 
 
@@ -136,6 +144,7 @@ def fit_component(
     beta = np.where(np.abs(params) <= ZERO_TOLERANCE, 0.0, params)
     se = np.asarray(result.bse, dtype=float)
     z = float(stats.norm.ppf(0.5 + level / 2))
+    one_sided = float(stats.norm.ppf(level))
     return ComponentFit(
         component=component,
         ids=tuple(ids),
@@ -147,6 +156,7 @@ def fit_component(
         masked_mean=masked_mean,
         bare_mean=bare_mean,
         level=level,
+        lower_bound=tuple(float(b - one_sided * s) for b, s in zip(beta, se, strict=True)),
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from services.evaluator.decision import GateDecision, decide
+from services.evaluator.decision import AdmitRule, GateDecision, decide
 from services.evaluator.design import (
     DesignError,
     GateDesign,
@@ -52,6 +52,7 @@ class GatePlan:
     sample: int = 0
     max_retries: int = DEFAULT_MAX_RETRIES
     solver: Solver = "statsmodels"
+    admit: AdmitRule = "coefficient"  # which chunks the gate may admit (decision.AdmitRule)
 
     def __post_init__(self) -> None:
         if len(set(self.task_ids)) != len(self.task_ids):
@@ -177,7 +178,7 @@ def run_gate(
     )
     pairing = pair_records(plan.design, identity, records, plan.task_ids, sample=plan.sample)
     try:
-        decision = decide(plan.design, pairing.observations, solver=plan.solver)
+        decision = decide(plan.design, pairing.observations, solver=plan.solver, admit=plan.admit)
     except (FitError, DesignError) as error:
         return GateOutcome("failed" if not pairing.observations else "incomplete", records,
                            pairing, None, str(error))  # fmt: skip

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.evaluator.decision import EmptyBankPolicy
+from services.evaluator.decision import AdmitRule, EmptyBankPolicy
 from services.evaluator.design import (
     DEFAULT_MASK_SEED,
     DEFAULT_SPLIT,
@@ -140,6 +140,7 @@ def plan_gate(
     budget: int = 10,
     max_retries: int = 2,
     solver: Solver = "statsmodels",
+    admit: AdmitRule = "coefficient",
 ) -> RegistryGate:
     """Slots from the base bank (default: the alias's bank) and the round's proposed candidates."""
     pointer = client.get_alias(alias)
@@ -199,7 +200,8 @@ def plan_gate(
         split=split,
         budget=budget,
     )
-    plan = GatePlan(design, tuple(task_ids), chunks=chunks, max_retries=max_retries, solver=solver)
+    plan = GatePlan(design, tuple(task_ids), chunks=chunks, max_retries=max_retries,
+                    solver=solver, admit=admit)  # fmt: skip
     return RegistryGate(plan, bank, alias, etag, version_ids, candidate_of)
 
 
@@ -214,6 +216,7 @@ def plan_gate_a(
     budget: int = K_INIT,
     max_retries: int = 2,
     solver: Solver = "statsmodels",
+    admit: AdmitRule = "coefficient",
 ) -> RegistryGate:
     """Gate A over cold-start draft versions, in draft order (= the order of S_0)."""
     if len(set(draft_version_ids)) != len(draft_version_ids):
@@ -246,7 +249,8 @@ def plan_gate_a(
         etag, absent = client.get_alias(alias).etag, False
     except NotFound:
         etag, absent = None, True
-    plan = GatePlan(design, tuple(task_ids), chunks=chunks, max_retries=max_retries, solver=solver)
+    plan = GatePlan(design, tuple(task_ids), chunks=chunks, max_retries=max_retries,
+                    solver=solver, admit=admit)  # fmt: skip
     return RegistryGate(plan, None, alias, etag, version_ids, alias_absent=absent)
 
 

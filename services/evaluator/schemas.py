@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from services.evaluator.decision import EmptyBankPolicy
+from services.evaluator.decision import AdmitRule, EmptyBankPolicy
 from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
 from shared.registry_api.schemas import Name, StrictBool, StrictInt
@@ -38,6 +38,11 @@ class _GateJob(BaseModel):
     mask_seed: StrictInt | None = Field(None, ge=0, le=2**62)
     max_retries: StrictInt | None = Field(None, ge=0, le=10)
     solver: Solver = "statsmodels"
+    admit: AdmitRule = Field(
+        "coefficient",
+        description="coefficient: admit chunks with beta > 0 (the method); lower_bound: only "
+        "those whose one-sided 95% HC3 lower bound is > 0 as well",
+    )
     move_alias: StrictBool = True
     empty_bank: EmptyBankPolicy | None = Field(
         None,
@@ -108,3 +113,4 @@ class RefitCreate(BaseModel):
     gate_run_id: StrictInt = Field(ge=1)
     solver: Solver | None = None
     budget: StrictInt | None = Field(None, ge=1, le=64)
+    admit: AdmitRule = "coefficient"

@@ -3,13 +3,16 @@
 1. In each replacement family the largest coefficient wins; an exact tie keeps the old version
    (then the earlier new version). Losers take no budget slot.
 2. Family winners and ordinary chunks are ranked together by (-coefficient, intervention id).
-3. The strictly positive ones are kept, in rank order, up to the budget K.
+3. The strictly positive ones are kept, in rank order, up to the budget K. With the
+   lower-bound admission (`gate.admit = "lower_bound"`), only those whose one-sided 95 % lower
+   bound is also above 0.
 
 Statuses: `selected`; `rewrite_loser` (lost its family, old versions included); `retired` (a
 current version that won its family but was not kept); `non_positive` / `budget_excluded` (a
-candidate that won its slot but has beta <= 0 / was cut by the budget). The new bank keeps slot
-order: a winning rewrite takes its family's logical id and position, admitted ADDs follow in
-candidate order.
+candidate that won its slot but has beta <= 0 / was cut by the budget); `below_bound` (a
+candidate with beta > 0 whose lower bound is <= 0, under the lower-bound admission). The new
+bank keeps slot order: a winning rewrite takes its family's logical id and position, admitted
+ADDs follow in candidate order.
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from typing import Literal
 
 from services.evaluator.design import GateDesign, Slot, Version, VersionKind
 
-Status = Literal["selected", "retired", "rewrite_loser", "non_positive", "budget_excluded"]
+Status = Literal[
+    "selected", "retired", "rewrite_loser", "non_positive", "budget_excluded", "below_bound"
+]
 STATUSES: tuple[Status, ...] = (
     "selected",
     "retired",
     "rewrite_loser",
     "non_positive",
     "budget_excluded",
+    "below_bound",
 )
 
 
@@ -81,9 +87,14 @@ def family_winner(slot: Slot, coefficients: Mapping[str, float]) -> Version:
 
 
 def select(
-    design: GateDesign, coefficients: Mapping[str, float], *, budget: int | None = None
+    design: GateDesign,
+    coefficients: Mapping[str, float],
+    *,
+    budget: int | None = None,
+    lower_bounds: Mapping[str, float] | None = None,
 ) -> Selection:
-    """Apply the selection rule to strict-reward coefficients keyed by intervention id."""
+    """Apply the selection rule to strict-reward coefficients keyed by intervention id; with
+    `lower_bounds`, a chunk is admitted only if its lower bound is above 0 as well."""
     missing = [vid for vid in design.column_ids if vid not in coefficients]
     if missing:
         raise ValueError(f"no coefficient for {', '.join(missing)}")
@@ -95,9 +106,13 @@ def select(
         winners.values(), key=lambda v: (-coefficients[v.intervention_id], v.intervention_id)
     )
     rank = {version.intervention_id: position for position, version in enumerate(ranked, 1)}
+
+    def admissible(vid: str) -> bool:
+        return coefficients[vid] > 0 and (lower_bounds is None or lower_bounds[vid] > 0)
+
     kept: set[str] = set()
     for version in ranked:
-        if coefficients[version.intervention_id] > 0 and len(kept) < budget:
+        if admissible(version.intervention_id) and len(kept) < budget:
             kept.add(version.intervention_id)
 
     decisions = []
@@ -110,8 +125,10 @@ def select(
             status = "selected"
         elif version.is_old:
             status = "retired"
+        elif beta <= 0:
+            status = "non_positive"
         else:
-            status = "non_positive" if beta <= 0 else "budget_excluded"
+            status = "budget_excluded" if admissible(vid) else "below_bound"
         decisions.append(
             Decision(
                 vid, version.logical_id, version.kind, version.order, beta, rank.get(vid), status

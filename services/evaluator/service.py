@@ -103,6 +103,7 @@ def plan_gate_job(
         budget=settings.budget if request.budget is None else request.budget,
         max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
         solver=request.solver,
+        admit=request.admit,
     )
     gate.plan.check()
     return PlannedGate(request, gate)
@@ -126,6 +127,7 @@ def plan_gate_a_job(
         budget=request.budget,
         max_retries=settings.max_retries if request.max_retries is None else request.max_retries,
         solver=request.solver,
+        admit=request.admit,
     )
     gate.plan.check()
     return PlannedGate(request, gate)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 Aggregation = Literal["sample_mean", "token_mean"]
 Policy = Literal["model", "simulated", "procedural"]
-Admission = Literal["gate", "all"]
+Admission = Literal["gate", "lower_bound", "all"]
 ValPolicy = Literal["fixed", "rotate"]
 POLICIES: tuple[str, ...] = ("model", "simulated", "procedural")
 AGGREGATIONS: tuple[str, ...] = ("sample_mean", "token_mean")
@@ -55,9 +55,11 @@ class GateConfig:
     poll_s: float = _help("seconds between job-status polls (analyst compile, gate)", 2.0)
     timeout_s: float = _help("give up on one compile or gate job after this long", 24 * 3600.0)
     admit: Admission = _help(
-        "gate: the paired randomized gate selects the next bank (the method); all: the no-gate "
-        "ablation, every compiled candidate joins the bank untested (rewrites replace their "
-        "target; needs an operator token in TRAINER_OPERATOR_TOKEN)",
+        "gate: the paired randomized gate selects the next bank, admitting chunks with a "
+        "coefficient > 0 (the method); lower_bound: the same gate, admitting only chunks whose "
+        "one-sided 95% HC3 lower bound is > 0 (Gate A too); all: the no-gate ablation, every "
+        "compiled candidate joins the bank untested (rewrites replace their target; needs an "
+        "operator token in TRAINER_OPERATOR_TOKEN)",
         "gate",
     )
     val_policy: ValPolicy = _help(
@@ -79,8 +81,8 @@ class GateConfig:
         _positive(self, "val_tasks", "budget", "poll_s", "timeout_s")
         if self.max_candidates < 0:
             raise ConfigError("gate.max_candidates must be >= 0")
-        if self.admit not in ("gate", "all"):
-            raise ConfigError("gate.admit must be gate or all")
+        if self.admit not in ("gate", "lower_bound", "all"):
+            raise ConfigError("gate.admit must be gate, lower_bound or all")
         if self.val_policy not in ("fixed", "rotate"):
             raise ConfigError("gate.val_policy must be fixed or rotate")
         if self.val_pool < 0 or self.confirm_tasks < 0:

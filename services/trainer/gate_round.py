@@ -102,6 +102,7 @@ def submit_gate(
         "n_tasks": gate.val_tasks,
         "budget": gate.budget,
         "move_alias": True,
+        **gate_admission(gate.admit),
     }
     if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
         task_ids = gate_task_ids(context.config, val_task_ids(context.config), state["round"])
@@ -184,3 +185,8 @@ def _known_gate_job(context: RunContext, job_id: str | None) -> dict[str, Any] |
         if error.status_code == 404:  # another evaluator (its jobs folder) than before
             return None
         raise
+
+
+def gate_admission(admit: str) -> dict[str, str]:
+    """The evaluator's admission rule for `gate.admit` (nothing for the method's default)."""
+    return {"admit": "lower_bound"} if admit == "lower_bound" else {}

@@ -168,6 +168,11 @@ class ColdStartCreate(_Wire):
     gate_a_tasks: StrictInt | None = Field(None, ge=1, le=100_000, description="default: all val")
     budget: StrictInt = Field(10, ge=1, le=10, description="K_init: S_0 keeps at most this many")
     alias: Name = Field("current", description="S_0 becomes it")
+    gate_a_admit: Literal["coefficient", "lower_bound"] = Field(
+        "coefficient",
+        description="Gate A admits drafts with a coefficient > 0 (the method), or only those "
+        "whose one-sided 95% HC3 lower bound is > 0",
+    )
 
 
 class FunnelCounts(BaseModel):

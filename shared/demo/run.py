@@ -83,6 +83,7 @@ class PresetFacts:
     max_turns: int | None
     model: str
     val_tasks: int
+    gate_admit: str = "gate"
 
     @classmethod
     def read(cls, path: Path) -> PresetFacts:
@@ -94,6 +95,7 @@ class PresetFacts:
             max_turns=data.get("max_turns"),
             model=str(data.get("model", "smollm2")),
             val_tasks=int(data.get("gate", {}).get("val_tasks", 400)),
+            gate_admit=str(data.get("gate", {}).get("admit", "gate")),
         )
 
 
@@ -260,6 +262,10 @@ class Demo:
             "n_tasks": self.options.cold_start_tasks,
             "gate_a": True,
             "gate_a_tasks": self.facts.val_tasks,
+            # Gate A admits as the run's gates do (gate.admit = lower_bound: by the lower bound)
+            "gate_a_admit": "lower_bound"
+            if self.facts.gate_admit == "lower_bound"
+            else "coefficient",
         }
         attempt = self.state.get("cold_start_attempt", 0)
         operator = self.services.tokens["operator"]  # a cold start is an operator's act

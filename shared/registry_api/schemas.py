@@ -223,6 +223,7 @@ class DecisionStatus(StrEnum):
     rewrite_loser = "rewrite_loser"
     non_positive = "non_positive"
     budget_excluded = "budget_excluded"
+    below_bound = "below_bound"  # beta > 0 but its lower bound <= 0 (gate.admit = lower_bound)
 
 
 class PoolColumnKind(StrEnum):

@@ -231,13 +231,22 @@ def _gates(document: Document, run: RunData, figures: Path) -> None:
                 f"gate {gate['id']} coefficients",
             ),
             Table(
-                ["column", "kind", "coefficient", "HC3 95% interval", "status", "rank"],
+                [
+                    "column",
+                    "kind",
+                    "coefficient",
+                    "HC3 95% interval",
+                    "95% lower bound",
+                    "status",
+                    "rank",
+                ],
                 [
                     [
                         r["label"],
                         r["kind"],
                         None if r["coefficient"] is None else f"{r['coefficient']:+.4f}",
                         _interval(r["ci_low"], r["ci_high"]),
+                        None if r["lower_bound"] is None else f"{r['lower_bound']:+.4f}",
                         r["status"],
                         r["rank"],
                     ]

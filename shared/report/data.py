@@ -16,6 +16,7 @@ from shared.report.snapshot import load_snapshot
 METRICS_FILES = ("metrics.jsonl", "train/metrics.jsonl", "train/*/metrics.jsonl")
 EVALUATION_FILES = ("test/evaluation.json", "evaluation.json")
 CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
+ONE_SIDED_Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 FUNNEL_COLUMNS = ("all_wrong_groups", "failed_retries", "deficits", "cards", "verified",
                   "eligible", "candidates")  # fmt: skip
 
@@ -237,10 +238,12 @@ def gates_with_decisions(snapshot: Mapping[str, Any] | None) -> list[dict[str, A
 
 
 def decision_rows(gate: Mapping[str, Any], component: str = "r_strict") -> list[dict[str, Any]]:
-    """Per pool column: label, kind, status, coefficient and its HC3 interval (None if absent)."""
+    """Per pool column: label, kind, status, coefficient, its HC3 95% interval and one-sided
+    95% lower bound (beta - 1.645 SE, from the stored HC3 SE; None if absent)."""
     rows = []
     for row in gate["decision"]["rows"]:
         low, high = row.get("ci_low") or {}, row.get("ci_high") or {}
+        beta, se = row["coefficients"].get(component), (row.get("hc3_se") or {}).get(component)
         rows.append(
             {
                 "label": f"{row['slug']} v{row['version']}",
@@ -251,6 +254,7 @@ def decision_rows(gate: Mapping[str, Any], component: str = "r_strict") -> list[
                 "coefficient": row["coefficients"].get(component),
                 "ci_low": low.get(component),
                 "ci_high": high.get(component),
+                "lower_bound": None if beta is None or se is None else beta - ONE_SIDED_Z95 * se,
             }
         )
     return rows

@@ -39,6 +39,7 @@ STATUS_COLORS = {
     "rewrite_loser": "#ef6c00",
     "non_positive": "#757575",
     "budget_excluded": "#6a1b9a",
+    "below_bound": "#1565c0",
 }
 CHANGE_MARKS = {"added": "+", "rewritten": "R", "kept": "", "retired": "x retired"}
 

@@ -28,7 +28,12 @@ from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
 from shared.analyst_api.schemas import ColdStartCreate
 from shared.chunks import ChunkContent
 from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
+from shared.registry_api.schemas import (
+    CardCreate,
+    CardOutcome,
+    DeployableAbstraction,
+    GateStatus,
+)
 from tests.analyst.support import failed_traces, small_env
 from tests.live_servers import live_server
 
@@ -225,6 +230,47 @@ def test_a_gate_a_that_did_not_finish_is_incomplete_not_kept_none(registry_url, 
     # the key the evaluator replays the first Gate A job by, when a retried cold start asks
     # again (issue 34, item 4)
     assert sent_keys == [f"cold-start:cs-{tag}:gate-a"]
+
+
+def test_a_gate_a_the_registry_holds_incomplete_is_incomplete_though_its_job_ended(
+    registry_url, tmp_path
+):
+    """A Gate A job that reports success is not a decision: the registry's record of the gate
+    run is (here a run the registry holds as `incomplete`, closed short of its tasks)."""
+    tag = uuid.uuid4().hex[:6]
+    settings = AnalystSettings(registry_url=registry_url, registry_token=TOKENS["analyst"],
+                               data_dir=tmp_path)  # fmt: skip
+    body = ColdStartCreate(
+        run_id=f"cs-{tag}", policy={"checkpoint_id": f"base-{tag}", "backend": "procedural"},
+        env_preset="test", n_tasks=12,
+    )  # fmt: skip
+    with RegistryClient(registry_url, TOKENS["trainer"]) as trainer:
+        trainer.create_checkpoint(f"base-{tag}", uri="file:///procedural-test-double", step=0,
+                                  round=0)  # fmt: skip
+
+    def gate_a_cut_short(request):  # a TEST DOUBLE of the evaluator's Gate A job
+        columns = [{"chunk_version_id": vid, "kind": "draft", "slot": slot}
+                   for slot, vid in enumerate(request["draft_version_ids"])]  # fmt: skip
+        identity = {"model": "procedural", "decoding": "cpu", "prompt_version": "v",
+                    "prompt_fingerprint": "f", "env_version": "e",
+                    "action_protocol": "a"}  # fmt: skip
+        with RegistryClient(registry_url, TOKENS["evaluator"]) as evaluator:
+            run = evaluator.create_gate_run({
+                "kind": "gate_a", "round": 0, "checkpoint_id": request["checkpoint_id"],
+                "candidate_pool": {"columns": columns}, "mask_seed": 20260901, "budget": 2,
+                "n_tasks": 6, "identity": identity,
+                "bare_baseline": {"source": "fresh", "plan_sha256": "ab" * 32},
+            })  # fmt: skip
+            evaluator.close_gate_run(run.id, GateStatus.incomplete, note="cut short")
+        return {"id": "job-1", "status": "succeeded",
+                "result": {"registry": {"gate_run_id": run.id, "bank_id": None}}}  # fmt: skip
+
+    with settings.registry_client() as client:
+        result = cold_start_job(body, settings=settings, client=client, analyzer=analyze,
+                                folder=tmp_path, gate_a=gate_a_cut_short,
+                                embed=by_title)  # fmt: skip
+    assert result["gate_a_status"] == "incomplete"
+    assert "is incomplete" in result["gate_a_error"] and result["s0_size"] is None
 
 
 @pytest.mark.slow

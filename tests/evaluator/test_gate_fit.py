@@ -49,6 +49,10 @@ def test_hc3_errors_match_the_sandwich_formula_and_intervals_use_them():
     for b, se, low, high in zip(fit.coefficients, fit.hc3_se, fit.ci_low, fit.ci_high, strict=True):
         assert low == pytest.approx(b - 1.959963984540054 * se)
         assert high == pytest.approx(b + 1.959963984540054 * se)
+    # the one-sided 95% lower bound: the normal's 95th percentile, not the two-sided 97.5th
+    for b, se, bound in zip(fit.coefficients, fit.hc3_se, fit.lower_bound, strict=True):
+        assert bound == pytest.approx(b - 1.6448536269514722 * se)
+    assert fit.as_dict()["lower_bound"] == dict(zip(IDS, fit.lower_bound, strict=True))
 
 
 def test_reference_solver_agrees_with_statsmodels():
@@ -111,3 +115,26 @@ def test_fit_gate_refuses_bad_observations():
         fit_gate(IDS, observations[:6])
     with pytest.raises(FitError, match="no paired observations"):
         fit_gate(IDS, [])
+
+
+def test_decide_admits_by_the_coefficient_or_by_the_lower_bound():
+    from services.evaluator.decision import decide
+
+    design = online_design(["a"], adds=["b"])
+    rng = np.random.default_rng(0)
+    observations = []
+    for i in range(120):  # "a" helps a lot, "b" a little (+0.06), both under noise
+        mask = (int(rng.integers(2)), int(rng.integers(2)))
+        delta = 0.5 * mask[0] + 0.06 * mask[1] + float(rng.normal(0, 0.3))
+        observations.append(PairedObservation(f"t{i}", mask, {"r_strict": delta},
+                                              {"r_strict": 0.0}))  # fmt: skip
+    plain = decide(design, observations)
+    strict = decide(design, observations, admit="lower_bound")
+    bound = strict.fit.primary.lower_bound_map()
+    assert plain.fit.primary.coefficient_map()["b"] > 0 >= bound["b"] and bound["a"] > 0
+    assert set(plain.selection.selected) == {"a", "b"}
+    assert strict.selection.selected == ("a",) and strict.selection.status["b"] == "below_bound"
+    assert strict.as_json()["admit"] == "lower_bound"
+    assert strict.as_json()["lower_bound"] == pytest.approx(bound)
+    with pytest.raises(ValueError, match="admit"):
+        decide(design, observations, admit="optimistic")

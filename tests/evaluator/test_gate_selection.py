@@ -116,3 +116,23 @@ def test_rho_mapping_clips_and_refuses_nonpositive():
     assert rho_from_coefficients({"a": 0.1, "b": 0.3}, scale=0.1)["b"] == 0.9  # clipped
     with pytest.raises(ValueError, match="positive coefficients: b"):
         rho_from_coefficients({"a": 0.1, "b": 0.0})
+
+
+def test_lower_bound_admission_keeps_only_chunks_whose_bound_is_above_zero():
+    design = online_design(["cur"], adds=["sure", "unsure", "bad"], budget=10)
+    coefficients = {"cur": 0.04, "sure": 0.10, "unsure": 0.06, "bad": -0.02}
+    bounds = {"cur": -0.01, "sure": 0.03, "unsure": -0.02, "bad": -0.09}
+    # the method's rule: every positive coefficient is admitted
+    plain = select(design, coefficients)
+    assert set(plain.selected) == {"cur", "sure", "unsure"}
+    # the lower-bound rule: only the effect the gate is sure of; a current chunk that is not
+    # kept retires, a positive candidate below its bound is `below_bound`
+    strict = select(design, coefficients, lower_bounds=bounds)
+    assert strict.selected == ("sure",)
+    assert strict.status == {
+        "cur": "retired",
+        "sure": "selected",
+        "unsure": "below_bound",
+        "bad": "non_positive",
+    }
+    assert strict.rank == plain.rank  # ranks stay by coefficient

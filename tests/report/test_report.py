@@ -94,14 +94,15 @@ def test_lineage_gates_and_test_tables(run):
     # S1: one added (option-axes), one rewritten (price-check), one retired (persona-evidence)
     assert md_row(markdown, "S1 (bank 2)")[1:7] == ["1", "3", "1", "1", "1", "1"]
     assert "Reference bank sizes S0..S4: 10, 7, 5, 8, 8" in markdown
-    assert md_row(markdown, "price-check v2")[1:5] == [
+    assert md_row(markdown, "price-check v2")[1:6] == [
         "rewrite",
         "+0.1200",
         "[+0.06, +0.18]",
+        "+0.0696",  # the one-sided 95% lower bound: 0.12 - 1.6449 x 0.06 / 1.96
         "selected",
     ]
     gate_2 = markdown[markdown.index("### Gate 2") : markdown.index("### Gate 3")]
-    assert md_row(gate_2, "price-check v1")[4] == "rewrite_loser"
+    assert md_row(gate_2, "price-check v1")[5] == "rewrite_loser"
     assert md_row(markdown, "trained/S_T")[1:3] == ["80.0%", "[72.0%, 88.0%]"]
     assert md_row(markdown, "trained/S_T")[-1] == "86.2%"  # the reference's 86.25%
     assert md_row(markdown, "trained/S_T - base/bare")[1:4] == [
@@ -198,5 +199,14 @@ def test_registry_snapshot_feeds_lineage_and_gates(tmp_path, monkeypatch):
     assert md_row(markdown, "price")[2:4] == ["added v1 rho 0.90", "retired"]
     assert md_row(markdown, "query")[2:4] == ["", "added v1 rho 0.40"]
     assert "provisional: never adopted" in markdown
-    assert md_row(markdown, "price v1")[1:5] == ["draft", "+0.2500", "[+0.15, +0.35]", "selected"]
+    assert md_row(markdown, "price v1")[1:4] == ["draft", "+0.2500", "[+0.15, +0.35]"]
+    assert md_row(markdown, "price v1")[5] == "selected"
     assert (folder / "report" / f"gate-{run.id}.png").exists()
+
+
+def test_every_gate_coefficient_shows_its_interval_and_one_sided_lower_bound(run):
+    markdown = (run / "report.md").read_text()
+    # gate 1's query-constraints v1: beta 0.10, HC3 SE 0.06 / 1.96; the one-sided 95% lower
+    # bound is beta - 1.6449 SE = 0.10 - 0.0504 (the normal's 95th percentile, not 1.96)
+    row = md_row(markdown, "query-constraints v1")
+    assert row[2:5] == ["+0.1000", "[+0.04, +0.16]", "+0.0496"]

@@ -72,6 +72,7 @@ def test_overrides_win_and_none_keeps_the_file():
         ({"rollout_servers": {"importance_sampling_mode": "token_clip"}}, "sampling_mode"),
         ({"rollout_servers": {"importance_sampling_clip_max": 0.0}}, "clip_min <"),
         ({"gate": {"val_tasks": 0}}, "val_tasks"),
+        ({"gate": {"admit": "optimistic"}}, "gate.admit must be gate, lower_bound or all"),
         ({"bogus": 1}, "unknown config keys: bogus"),
         ({"gate": {"bogus": 1}}, "gate.bogus"),
     ],
@@ -86,3 +87,9 @@ def test_every_field_has_help_text():
     for line in text.splitlines():
         assert "#" in line or line.startswith("["), line
         assert not line.rstrip().endswith("#"), f"no help text: {line}"
+
+
+def test_gate_admit_takes_the_lower_bound_rule_and_the_cpu_preset_gates_on_100_tasks():
+    assert TrainerConfig.from_dict({"gate": {"admit": "lower_bound"}}).gate.admit == "lower_bound"
+    assert TrainerConfig.from_dict({}).gate.admit == "gate"  # the method's rule by default
+    assert TrainerConfig.from_toml("configs/cpu.toml").gate.val_tasks >= 100

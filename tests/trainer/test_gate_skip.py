@@ -5,6 +5,7 @@ of them can, the gate has not completed and S_t stays (the method's rule)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import httpx
@@ -69,8 +70,10 @@ class RefusingEvaluatorDouble(RecordingEvaluatorDouble):
         return super().submit_gate(body)
 
 
-def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None):
+def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None, admit=None):
     config = TrainerConfig.from_toml(CONFIG)
+    if admit is not None:
+        config = config.with_(gate=replace(config.gate, admit=admit))
     tmp_path.mkdir(parents=True, exist_ok=True)
     run = RunContext(config, tmp_path, RunRecord(tmp_path, config), Console(stderr=True))
     urls = {"evaluator": "http://127.0.0.1:9"}
@@ -99,6 +102,13 @@ def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(t
         assert len(run.clients.evaluator.submitted) == 1
         assert run.clients.evaluator.submitted[0]["candidate_ids"] == candidates
         assert state["bank_id"] == 99 and run.record.round(0)["adopted"] is True
+
+
+def test_the_gate_admits_by_the_lower_bound_only_when_the_config_says_so(tmp_path):
+    (default,) = a_run(tmp_path / "gate", 2, [11])[0].clients.evaluator.submitted
+    assert "admit" not in default  # the evaluator's default: the method's beta > 0
+    (strict,) = a_run(tmp_path / "lb", 2, [11], admit="lower_bound")[0].clients.evaluator.submitted
+    assert strict["admit"] == "lower_bound"
 
 
 def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_path):

@@ -384,6 +384,14 @@ def _check_components(
         raise FieldInvalid(loc, f"coefficients must include {require_primary!r}")
 
 
+# a candidate the gate did not keep: beta <= 0, cut by the budget, or a lower bound <= 0
+NOT_KEPT_CANDIDATE = (
+    DecisionStatus.non_positive,
+    DecisionStatus.budget_excluded,
+    DecisionStatus.below_bound,
+)
+
+
 def _check_status(
     row: DecisionRowIn, column: PoolColumn, family_sizes: dict[int, int], primary: str, loc: tuple
 ) -> None:
@@ -395,14 +403,14 @@ def _check_status(
         problem = "a selected version has a rank and a strictly positive coefficient"
     elif status == DecisionStatus.retired and column.kind != PoolColumnKind.current:
         problem = "only a current version retires; a candidate is non_positive or budget_excluded"
-    elif status in (DecisionStatus.non_positive, DecisionStatus.budget_excluded) and (
-        column.kind == PoolColumnKind.current
-    ):
+    elif status in NOT_KEPT_CANDIDATE and column.kind == PoolColumnKind.current:
         problem = "a current version that is not kept retires"
     elif status == DecisionStatus.non_positive and beta > 0:
         problem = "non_positive needs a coefficient <= 0"
     elif status == DecisionStatus.budget_excluded and beta <= 0:
         problem = "budget_excluded needs a positive coefficient (else non_positive)"
+    elif status == DecisionStatus.below_bound and beta <= 0:
+        problem = "below_bound needs a positive coefficient (else non_positive)"
     elif status == DecisionStatus.rewrite_loser and family_sizes[column.slot] < 2:
         problem = "rewrite_loser is for versions in a replacement family"
     if problem:
