@@ -9,7 +9,7 @@
 #      simulated TEST DOUBLE policy on the tiny model, a local registry on SQLite).
 # One JSON lands in $OUT/gpu-check.json (or the path given). Needs the wheels of
 # `make gpu-wheels` in .whl/ (installed with pip --target; no venv is built) and never imports
-# tests/. What it does not cover (vLLM on a GPU, more than one GPU): docs/trainer.md.
+# the test suite. What it does not cover (vLLM on a GPU, more than one GPU): docs/trainer.md.
 #
 #   deploy/gpu-check.sh [OUT_JSON]        # PYTHON (default python3): the machine's torch python
 set -uo pipefail

@@ -222,7 +222,11 @@ def create_app(
         """What the job needs from the registry exists (the checkpoint, the round's bank), so
         a bad reference is a 422 now and a registry that is away a 503, not a job that fails
         after its rollouts."""
-        client = planning_clients()
+        try:
+            client = planning_clients()
+        except LookupError as missing:  # no registry token: a deployment problem, not the call's
+            detail = f"the analyst cannot reach the registry: {missing}"
+            raise HTTPException(502, detail=detail) from None
         try:
             try:
                 client.get_checkpoint(body.policy.checkpoint_id)

@@ -154,8 +154,6 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
             response.headers.setdefault(name, value)
         return response
 
-    # outermost: counts and times every page (the monitoring component scrapes /metrics)
-    instrument(app, "console")
     _install_error_pages(app)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     for page in (auth, banks, chunks, gates, review, episodes, audit):
@@ -165,7 +163,9 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    metrics = instrument(app, "console")  # last: outermost, so it times the pages' middleware
+    # last, so outermost: counts and times every page and the pages' middleware (the
+    # monitoring component scrapes /metrics)
+    metrics = instrument(app, "console")
     metrics.gauge_from("console_sessions", "logins held now", store.count)
 
     return app

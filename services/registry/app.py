@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -53,6 +54,16 @@ def _probe_write(engine: Engine) -> None:
             # Rewrites the header's user_version with its own value: one page, committed.
             version = int(connection.exec_driver_sql("PRAGMA user_version").scalar_one())
             connection.exec_driver_sql(f"PRAGMA user_version = {version}")
+            # A pooled connection opened the file before it turned read-only and writes its WAL
+            # still; the next connection could not open it for writing at all: ask as it would.
+            path = engine.url.database
+            if path and path != ":memory:":
+                try:
+                    os.close(os.open(path, os.O_RDWR))
+                except OSError as error:
+                    raise ServiceUnavailable(
+                        f"the database file takes no writes ({error.strerror}); retry shortly"
+                    ) from None
             return
         # Assigning a transaction id makes the commit write and flush a WAL record (a standby
         # refuses it); a read-only default refuses every write yet lets this through, so asked.

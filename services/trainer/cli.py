@@ -193,7 +193,7 @@ def warm_start(context: typer.Context) -> None:
     add_help_option=False,
 )
 def compliance_probe(context: typer.Context) -> None:
-    """Does the policy read its skill block? Hints followed with vs without (compliance_probe.py)."""
+    """Does the policy read its skill block? Hints followed with vs without it (probe)."""
     from services.trainer.compliance_probe import main as probe_main
 
     raise typer.Exit(int(probe_main(list(context.args)) or 0))

@@ -76,13 +76,17 @@ def compare(
             "followed_only_without": only_without,
             "mcnemar_p": p_value,
         },
-        "read": bool(lift is not None and lift >= MIN_LIFT and p_value < ALPHA and only_with > only_without),
+        "read": bool(
+            lift is not None and lift >= MIN_LIFT and p_value < ALPHA and only_with > only_without
+        ),
         "success_with": _success(with_hint),
     }
 
 
 def _success(trajectories: Sequence[Trajectory]) -> float:
-    return sum(t.components.get("r_success") == 1.0 for t in trajectories) / max(1, len(trajectories))
+    return sum(t.components.get("r_success") == 1.0 for t in trajectories) / max(
+        1, len(trajectories)
+    )
 
 
 def run_probe(

@@ -16,6 +16,7 @@ what the policy writes and nothing it earns. Two uses:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ def _noun_last(trajectory: Trajectory, view: TaskView) -> bool | None:
 def _last_option_first(trajectory: Trajectory, view: TaskView) -> bool | None:
     """On the first page with two or more axes still to choose, was the last one clicked first?"""
     steps = trajectory.steps
-    for before, step in zip(steps, steps[1:], strict=False):
+    for before, step in itertools.pairwise(steps):
         missing = _STILL_TO_CHOOSE.search(before.observation or "")
         axes = [axis.strip() for axis in missing.group(1).split(",")] if missing else []
         if len(axes) < 2:
@@ -109,7 +110,10 @@ HINTS: dict[str, ReadingHint] = {
             ChunkContent(
                 title="Word order when typing",
                 applies_when="You type several words into a text box.",
-                procedure=["Type the describing words before the naming word.", "Finish with the naming word."],
+                procedure=[
+                    "Type the describing words before the naming word.",
+                    "Finish with the naming word.",
+                ],
                 verify="The naming word is the last word you typed.",
                 avoid="Opening with the naming word.",
             ),

@@ -208,7 +208,7 @@ def teacher_trajectories(
 ) -> list[Trajectory]:
     """The heuristic agent on the train split, in task order, rendered in the policy's layout;
     with `plan.reading_hints`, that share of episodes shows one reading hint and acts it out."""
-    from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+    from shared.agent.runner import RolloutConfig, RolloutEngine
 
     specs, styles = hinted_specs(env.task_ids("train"), plan.seed, plan.reading_hints)
     backend = HeuristicTeacherBackend(
@@ -259,7 +259,13 @@ def demonstration_shapes(demos: Sequence[Trajectory]) -> dict[str, Any]:
     """What the demonstrations cover: turns per episode, two-axis purchases, hints shown."""
     turns = [len(demo.steps) for demo in demos]
     two_axis = sum(
-        len({step.action.split("=", 1)[0] for step in demo.steps if step.action and "=" in step.action})
+        len(
+            {
+                step.action.split("=", 1)[0]
+                for step in demo.steps
+                if step.action and "=" in step.action
+            }
+        )
         >= 2
         for demo in demos
     )

@@ -52,7 +52,12 @@ def card_evidence(cards: Iterable[Any]) -> dict[str, Any]:
                 {"id": card.id, "with": check["with"], "without": check["without"], "k": check["k"]}
             )
     checked = sum(bool((card.extras or {}).get("verification")) for card in cards)
-    return {"total": len(cards), "checked": checked, "verified": len(verified), "verified_cards": verified}
+    return {
+        "total": len(cards),
+        "checked": checked,
+        "verified": len(verified),
+        "verified_cards": verified,
+    }
 
 
 def gate_a_evidence(gate: Any, decision: Any | None) -> dict[str, Any]:
@@ -129,7 +134,10 @@ def reading(row: Mapping[str, Any]) -> str:
             f"no effect of {EFFECT_OF_INTEREST_PP:.0f} pp or more: {row['estimate_pp']:+.1f} pp "
             f"[{low:+.1f}, {high:+.1f}]"
         )
-    return f"cannot tell: {row['estimate_pp']:+.1f} pp [{low:+.1f}, {high:+.1f}] is wider than ±{EFFECT_OF_INTEREST_PP:.0f} pp"
+    return (
+        f"cannot tell: {row['estimate_pp']:+.1f} pp [{low:+.1f}, {high:+.1f}] is wider than "
+        f"±{EFFECT_OF_INTEREST_PP:.0f} pp"
+    )
 
 
 def build_evidence(
@@ -167,8 +175,8 @@ def build_evidence(
         if aa:
             success = aa["differences"]["r_success"]
             evidence["aa"] = {
-                "estimate": success["estimate"], "ci_low": success["low"], "ci_high": success["high"],
-                "conditions": [aa["a"], aa["b"]],
+                "estimate": success["estimate"], "ci_low": success["low"],
+                "ci_high": success["high"], "conditions": [aa["a"], aa["b"]],
             }  # fmt: skip
         evidence["contrasts"] = {
             f"{a} - {b}": {"meaning": meaning, **contrast(columns, names[a], names[b])}

@@ -299,7 +299,9 @@ class Experiment(Demo):
             s0_size=len(registry.get_bank(s0).entries) if s0 else None,
             evaluation=json.loads(test_path.read_text()) if test_path.exists() else None,
             arm=self.specs[0].arm.slug,
-            phases_done=[p for p in ("warm start", "cold start", "train", "test") if self.state.done(p)],
+            phases_done=[
+                p for p in ("warm start", "cold start", "train", "test") if self.state.done(p)
+            ],
         )
         (self.run_dir / "evidence.json").write_text(json.dumps(evidence, indent=1) + "\n")
         return evidence

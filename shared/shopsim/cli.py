@@ -178,7 +178,9 @@ def turn_caps(
     try:
         cap_list = tuple(int(value) for value in caps.split(","))
     except ValueError:
-        raise typer.BadParameter(f"--caps must be integers separated by commas, got {caps!r}")
+        raise typer.BadParameter(
+            f"--caps must be integers separated by commas, got {caps!r}"
+        ) from None
     if any(cap < 1 for cap in cap_list):
         raise typer.BadParameter("every turn cap must be >= 1")
     env = _env(preset, path)

@@ -248,7 +248,7 @@ def test_a_gate_a_the_registry_holds_incomplete_is_incomplete_though_its_job_end
         trainer.create_checkpoint(f"base-{tag}", uri="file:///procedural-test-double", step=0,
                                   round=0)  # fmt: skip
 
-    def gate_a_cut_short(request):  # a TEST DOUBLE of the evaluator's Gate A job
+    def gate_a_cut_short(request, idempotency_key=None):  # a TEST DOUBLE of Gate A's job
         columns = [{"chunk_version_id": vid, "kind": "draft", "slot": slot}
                    for slot, vid in enumerate(request["draft_version_ids"])]  # fmt: skip
         identity = {"model": "procedural", "decoding": "cpu", "prompt_version": "v",

@@ -93,11 +93,10 @@ def test_analyst_serves_metrics_and_json_logs(tmp_path: Path) -> None:
         httpx.Client(headers=AS_TRAINER, timeout=120) as http,
     ):
         assert http.get(f"{url}/v1/jobs/compile-nope").status_code == 404
-        job = http.post(f"{url}/v1/compile-jobs", json=compile_body).json()
-        deadline = time.monotonic() + 120
-        while http.get(f"{url}/v1/jobs/{job['id']}").json()["status"] in ("queued", "running"):
-            assert time.monotonic() < deadline, "the compile job did not finish"
-            time.sleep(0.1)
+        # no registry token is configured: the job is refused at submit (issue 34: every
+        # reference a job needs is checked before it is accepted), as a deployment problem
+        refused = http.post(f"{url}/v1/compile-jobs", json=compile_body)
+        assert refused.status_code == 502 and "ANALYST_REGISTRY_TOKEN" in refused.text
         samples = scrape(url)
 
     def requests(method: str, route: str, status: int) -> float:
@@ -105,11 +104,7 @@ def test_analyst_serves_metrics_and_json_logs(tmp_path: Path) -> None:
         return samples.get(key("http_requests_total", **labels), 0)
 
     assert requests("GET", "/v1/jobs/{job_id}", 404) == 1
-    assert requests("GET", "/v1/jobs/{job_id}", 200) >= 1
-    assert requests("POST", "/v1/compile-jobs", 202) == 1
-    # no registry token is configured, so the job fails: counted as a failed compile
-    failed = {"service": "analyst", "kind": "compile", "outcome": "failed"}
-    assert samples[key("jobs_finished_total", **failed)] == 1
+    assert requests("POST", "/v1/compile-jobs", 502) == 1
     assert key("http_requests_total", service="analyst", method="GET", route="/metrics",
                status="200") not in samples  # fmt: skip
     lines = json_log_lines(log)

@@ -11,6 +11,9 @@ from services.evaluator.selection import STATUSES
 from shared.inclusion import rho_from_coefficients
 
 REFIT_KEYS = {"coefficients", "aux_coefficients", "selected", "rank", "status", "next_rho"}
+# beside the published fields: each coefficient's HC3 interval, its one-sided lower bound and
+# the admission rule the selection used (issue 27)
+INTERVAL_KEYS = {"ci_low", "ci_high", "lower_bound", "admit"}
 
 
 def refit_json(capsys, number, *extra):
@@ -28,7 +31,8 @@ def max_abs_error(ours: dict, theirs: dict) -> float:
 def test_refit_reproduces_published_decisions(capsys, number, solver):
     out = refit_json(capsys, number, "--solver", solver)
     published = expected(number)
-    assert set(out) == REFIT_KEYS
+    assert set(out) == REFIT_KEYS | INTERVAL_KEYS
+    assert out["admit"] == "coefficient"  # the method's rule unless asked otherwise
     assert max_abs_error(out["coefficients"], published["coefficients"]) < 1e-9
     assert out["aux_coefficients"].keys() == published["aux_coefficients"].keys()
     for component, values in published["aux_coefficients"].items():

@@ -20,7 +20,9 @@ from shared.experiment.evidence import (
 
 
 def card(card_id: int, verification: dict | None) -> SimpleNamespace:
-    return SimpleNamespace(id=card_id, extras={"verification": verification} if verification else {})
+    return SimpleNamespace(
+        id=card_id, extras={"verification": verification} if verification else {}
+    )
 
 
 def check(with_: int, without: int, verified: bool) -> dict:
@@ -39,14 +41,27 @@ def test_gate_a_rows_read_the_strict_reward_and_the_selection() -> None:
         SimpleNamespace(slug="query", version=1, coefficients={"r_strict": 0.04, "r_success": 0.1},
                         ci_low={"r_strict": -0.02}, ci_high={"r_strict": 0.1}, status="selected"),
         SimpleNamespace(slug="price", version=2, coefficients={"r_strict": -0.01},
-                        ci_low={"r_strict": -0.05}, ci_high={"r_strict": 0.03}, status="non_positive"),
+                        ci_low={"r_strict": -0.05}, ci_high={"r_strict": 0.03},
+                        status="non_positive"),
     ]  # fmt: skip
     gate = SimpleNamespace(n_tasks=100, status="complete")
     result = gate_a_evidence(gate, SimpleNamespace(rows=rows, provisional=False))
     assert result["n_tasks"] == 100
     assert result["rows"] == [
-        {"chunk": "query@1", "coefficient": 0.04, "ci_low": -0.02, "ci_high": 0.1, "admitted": True},
-        {"chunk": "price@2", "coefficient": -0.01, "ci_low": -0.05, "ci_high": 0.03, "admitted": False},
+        {
+            "chunk": "query@1",
+            "coefficient": 0.04,
+            "ci_low": -0.02,
+            "ci_high": 0.1,
+            "admitted": True,
+        },
+        {
+            "chunk": "price@2",
+            "coefficient": -0.01,
+            "ci_low": -0.05,
+            "ci_high": 0.03,
+            "admitted": False,
+        },
     ]
     assert gate_a_evidence(gate, None)["rows"] == []
 
@@ -95,7 +110,10 @@ def test_a_narrow_null_is_a_result_and_a_wide_one_cannot_tell() -> None:
                                "intraskill/s0/bare": same, "intraskill/s0/bank": same}),
     )  # fmt: skip
     assert [row["condition"] for row in narrow["test"]["rows"]] == [
-        "base/bare", "base/S_0", "trained/bare", "trained/S_T"
+        "base/bare",
+        "base/S_0",
+        "trained/bare",
+        "trained/S_T",
     ]
     assert narrow["aa"] == {"estimate": -0.01, "ci_low": -0.05, "ci_high": 0.03,
                             "conditions": ["aa", "intraskill/s0/bank"]}  # fmt: skip
@@ -124,7 +142,10 @@ def test_a_real_difference_reads_as_one() -> None:
                                "intraskill/s0/bare": base, "intraskill/s0/bank": better}),
     )  # fmt: skip
     assert result["contrasts"]["trained/S_T - trained/bare"]["estimate_pp"] == pytest.approx(50.0)
-    assert "trained/S_T - trained/bare (the final bank's text at the trained checkpoint): helps" in result["verdict"]
+    assert (
+        "trained/S_T - trained/bare (the final bank's text at the trained checkpoint): helps"
+        in result["verdict"]
+    )
 
 
 def test_before_the_test_the_verdict_makes_no_claim_about_success() -> None:

@@ -228,7 +228,7 @@ def test_bank_s0_seeds_the_stand_in_once_with_the_trainer_configs_q(world, as_ro
     assert code == 0, err
     with RegistryClient(url, live.tokens["operator"]) as client:
         s0 = client.get_bank(client.get_alias("s0-test").bank_id)
-        banks_before = len(client.list_banks())
+        banks_before = client.list_banks().total
     assert s0.frozen_at is not None and s0.q == 0.2 and len(s0.entries) == 4  # dev's q = 0.2
     assert "STAND-IN" in out
     code, out, _ = run(bank, argv, capsys)
@@ -236,4 +236,4 @@ def test_bank_s0_seeds_the_stand_in_once_with_the_trainer_configs_q(world, as_ro
     code, out, _ = run(bank, [*argv[:-3], "--alias=current", "--registry", url], capsys)
     assert code == 0 and f"bank {ids['s1']}" in out
     with RegistryClient(url, live.tokens["operator"]) as client:
-        assert len(client.list_banks()) == banks_before
+        assert client.list_banks().total == banks_before

@@ -15,10 +15,24 @@ from shared.request_body import nesting_depth
 
 
 @pytest.mark.parametrize(
-    "name", ["production", "production.", "Production", "pr0duction", "prod-uction", "productl0n"]
+    "name",
+    [
+        "production",
+        "production.",
+        "Production",
+        "pr0duction",
+        "prod-uction",
+        "productl0n",
+        "product1on",
+        "productlon",
+        "procluction",
+        "pr0ductl0n",
+        "PRODUCTlON",
+    ],
 )
 def test_look_alikes_of_production_are_protected(name):
-    assert is_protected(name, ["production"]) == (name != "productl0n")
+    # 1 i I l | read as one stroke, 0 o O as one round, cl as d, rn as m (issue 28, item 6)
+    assert is_protected(name, ["production"])
 
 
 @pytest.mark.parametrize("name", ["production-v2", "staging", "current", "prod"])

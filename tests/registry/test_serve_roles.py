@@ -97,8 +97,6 @@ def test_without_grants_a_server_off_loopback_refuses_and_mints_nothing(roles, h
 def test_only_the_schema_owner_may_create_in_public(roles) -> None:
     """`migrate --app-role` revokes CREATE on `public` from PUBLIC (Postgres < 15 grants it)."""
     with psycopg.connect(roles["app"]) as app:
-        assert app.execute("SELECT has_schema_privilege('public', 'CREATE')").fetchone() == (
-            False,
-        )
+        assert app.execute("SELECT has_schema_privilege('public', 'CREATE')").fetchone() == (False,)
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             app.execute("CREATE TABLE planted (x int)")

@@ -136,7 +136,10 @@ def test_turn_cap_table_counts_the_oracles_fewest_turns(env: ShopEnv) -> None:
 
 def test_turn_caps_command_prints_every_cap(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     out = tmp_path / "caps.json"
-    assert intraskill(["env", "turn-caps", "--preset", "test", "--caps", "4,6", "--out", str(out)]) == 0
+    assert (
+        intraskill(["env", "turn-caps", "--preset", "test", "--caps", "4,6", "--out", str(out)])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "cap  4:" in printed and "cap  6:" in printed
     assert set(json.loads(out.read_text())["splits"]) == {"train", "val", "test"}

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("torch")
 
-from services.trainer.compliance_probe import run_probe  # noqa: E402
-from services.trainer.reading_hints import HINTS, hint_texts  # noqa: E402
-from services.trainer.warm_start import (  # noqa: E402
+from services.trainer.compliance_probe import run_probe
+from services.trainer.reading_hints import HINTS, hint_texts
+from services.trainer.warm_start import (
     HeuristicTeacherBackend,
     WarmStartPlan,
     demonstration_shapes,
@@ -29,10 +28,10 @@ from services.trainer.warm_start import (  # noqa: E402
     hinted_specs,
     teacher_trajectories,
 )
-from shared.agent.decoding import CPU_DECODING  # noqa: E402
-from shared.agent.runner import EpisodeSpec, RolloutConfig  # noqa: E402
-from shared.shopsim.agents import HeuristicAgent, run_episode  # noqa: E402
-from shared.shopsim.env import ShopEnv  # noqa: E402
+from shared.agent.decoding import CPU_DECODING
+from shared.agent.runner import EpisodeSpec, RolloutConfig
+from shared.shopsim.agents import HeuristicAgent, run_episode
+from shared.shopsim.env import ShopEnv
 
 LAYOUT = "shopsim-compact-en-text-v1"
 SEED = 7
@@ -113,7 +112,9 @@ def test_hinted_share_is_seeded_and_leaves_the_rest_plain(env: ShopEnv) -> None:
     specs, styles = hinted_specs(task_ids, SEED, 0.5)
     hinted = [spec for spec in specs if spec.chunks]
     assert 0.4 < len(hinted) / len(specs) < 0.6
-    assert {spec.chunks[0].chunk_id for spec in hinted} == {h.chunk().chunk_id for h in HINTS.values()}
+    assert {spec.chunks[0].chunk_id for spec in hinted} == {
+        h.chunk().chunk_id for h in HINTS.values()
+    }
     assert set(styles) == {spec.resolved_id() for spec in hinted}
     again, _ = hinted_specs(task_ids, SEED, 0.5)
     assert again == specs
@@ -141,7 +142,9 @@ def test_a_hint_reading_teacher_shows_and_acts_out_its_hints(env, renderer, tmp_
             assert hint.followed(demo, env.task_view(demo.task_id)) in (True, None), hint.name
             shown += 1
     assert shown == 60 - shapes["skill_block"].get("none", 0)
-    plain = demonstrations(teacher_trajectories(env, renderer, replace(plan, reading_hints=0.0)), 60)
+    plain = demonstrations(
+        teacher_trajectories(env, renderer, replace(plan, reading_hints=0.0)), 60
+    )
     assert demonstration_shapes(plain)["skill_block"] == {"none": 60}
 
 
