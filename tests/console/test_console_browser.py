@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services.console.numbers import VERDICTS
 from services.registry.seed_demo import CHUNKS, PRICE_CHECK_V2
 from shared.registry_api.client import RegistryClient
 from tests.console.browser import chromium, require_browser, wait_for
@@ -133,7 +134,7 @@ def test_operator_reviews_a_diff_promotes_and_finds_it_in_the_audit_log(world, t
         assert " n " in f" {header} " and "coefficient (r_strict)" in header
         legend = driver.find_elements(By.CSS_SELECTOR, "#verdicts .status")
         colours = {pill.value_of_css_property("color") for pill in legend}
-        assert len(legend) == 5 and len(colours) == 5
+        assert len(legend) == len(VERDICTS) and len(colours) == len(VERDICTS)
         dots = driver.find_elements(By.CSS_SELECTOR, "#coefficient-plot circle")
         fill = {}
         for dot in dots:

@@ -236,7 +236,10 @@ def rollback_alias(
         if latest is None or latest.from_bank_id is None:
             raise Conflict(f"alias {name!r} has no earlier bank to roll back to")
         target = latest.from_bank_id
-    if target == alias.bank_id:
+    accepted = None if not if_match else revisions_from_if_match(if_match)
+    # A stale If-Match says "someone moved it first" (412) before "it is there already" (409):
+    # the caller's view is out of date, whatever the alias points at now.
+    if target == alias.bank_id and (accepted is None or alias.revision in accepted):
         raise Conflict(f"alias {name!r} already points at bank {target}")
     return _move(
         session=session,
@@ -245,7 +248,7 @@ def rollback_alias(
         bank_id=target,
         reason=data.reason,
         gate_decision_id=None,
-        accepted=None if not if_match else revisions_from_if_match(if_match),
+        accepted=accepted,
         action=AliasAction.rollback,
     )
 
