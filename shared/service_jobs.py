@@ -288,3 +288,21 @@ class JobStore:
         with self._lock:
             self._stopping = True
             self._waiting.notify_all()
+
+
+def submit_as(store: JobStore, kind: str, body: BaseModel, work: Work, caller: Any, key) -> Job:
+    """Submit `body` as `caller` (its role's lane, its own idempotency keys); the store's
+    refusals as HTTP answers: 409 for a key reused with another body, 429 with Retry-After
+    for a full lane."""
+    from fastapi import HTTPException
+
+    try:
+        return store.submit(
+            kind, body.model_dump(mode="json"), work,
+            key=key, caller=caller.name, lane=caller.role.value,
+        )  # fmt: skip
+    except IdempotencyConflict as error:
+        raise HTTPException(409, detail=str(error)) from None
+    except QueueFull as error:
+        headers = {"Retry-After": str(error.retry_after_s)}
+        raise HTTPException(429, detail=str(error), headers=headers) from None

@@ -42,7 +42,7 @@ from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_chec
 from shared.registry_api.client import NotFound, RegistryClient, RegistryError
 from shared.registry_api.schemas import Role
 from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
-from shared.service_jobs import IdempotencyConflict, JobStore, QueueFull, now
+from shared.service_jobs import JobStore, now, submit_as
 from shared.validation_errors import install_validation_errors, json_safe
 
 # Who may do what: the trainer hands in its all-wrong groups and asks for each round's compile;
@@ -256,18 +256,7 @@ def create_app(
 
     def submit(kind, body, work, request: Request, response: Response, caller, key) -> JobPublic:
         """Submit a job as `caller` (its role's lane, its own idempotency keys)."""
-        try:
-            job = jobs(request).submit(
-                kind, body.model_dump(mode="json"), work,
-                key=key, caller=caller.name, lane=caller.role.value,
-            )  # fmt: skip
-        except IdempotencyConflict as error:
-            raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
-        except QueueFull as error:
-            raise HTTPException(
-                status.HTTP_429_TOO_MANY_REQUESTS, detail=str(error),
-                headers={"Retry-After": str(error.retry_after_s)},
-            ) from None  # fmt: skip
+        job = submit_as(jobs(request), kind, body, work, caller, key)
         response.headers["Location"] = f"/v1/jobs/{job.id}"
         return JobPublic(**job.public())
 

@@ -50,7 +50,7 @@ from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_chec
 from shared.registry_api.client import RegistryClient, RegistryError
 from shared.registry_api.schemas import Role
 from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
-from shared.service_jobs import IdempotencyConflict, JobPublic, JobStore, QueueFull
+from shared.service_jobs import JobPublic, JobStore, submit_as
 from shared.validation_errors import install_validation_errors, json_safe
 
 TaskSource = Callable[[str], list[str]]
@@ -202,18 +202,7 @@ def create_app(
 
     def enqueue(kind, body, work, store: JobStore, caller: Principal, key, response) -> JobPublic:
         """Submit a job as `caller` (its role's lane, its own idempotency keys)."""
-        try:
-            job = store.submit(
-                kind, body.model_dump(mode="json"), work,
-                key=key, caller=caller.name, lane=caller.role.value,
-            )  # fmt: skip
-        except IdempotencyConflict as error:
-            raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
-        except QueueFull as error:
-            raise HTTPException(
-                status.HTTP_429_TOO_MANY_REQUESTS, detail=str(error),
-                headers={"Retry-After": str(error.retry_after_s)},
-            ) from None  # fmt: skip
+        job = submit_as(store, kind, body, work, caller, key)
         response.headers["Location"] = f"/v1/{kind}-jobs/{job.id}"
         return job_public(job)
 
