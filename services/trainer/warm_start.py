@@ -407,6 +407,13 @@ def build_trainer(
         save_total_limit=1,
         report_to=[],
         disable_tqdm=True,
+        # The weights' dtype (plan.dtype) is the compute dtype. TRL's SFTConfig defaults to bf16
+        # autocast and activation checkpointing: on a CPU without bf16 units that runs every
+        # matmul through ATen's scalar fallback (measured ~20x slower than fp32), and the
+        # recomputation costs a third more for memory a 135M model does not need.
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
         use_cpu=plan.device == "cpu",
         dataloader_num_workers=0,
     )
