@@ -138,13 +138,15 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
         _watch_pool(metrics, "db_write_pool", write_engine)
 
     # Flat: each domain router straight onto the app (nesting costs route-matching time), the
-    # hot frozen-bank routes first.
+    # hot routes first: frozen-bank reads, then card POSTs (the hottest write). Matching tries
+    # routes in this order and their paths are disjoint, so the order changes only the time
+    # (profiled: 13 % of a card POST's GIL time went to matching 34 routes ahead of it).
     for router in (
         banks_router,
+        cards_router,
         aliases_router,
         chunks_router,
         gates_router,
-        cards_router,
         evidence_router,
         audit_router,
     ):

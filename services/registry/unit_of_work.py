@@ -61,6 +61,26 @@ def _render(written: Written) -> Response:
     )
 
 
+def _answering(
+    status_code: int, headers: Callable[[Any], Mapping[str, str]] | None
+) -> Callable[[Any], Written]:
+    """What a write's result answers: a `Written` as it is, a model with these status and
+    headers."""
+
+    def answer(result: Any) -> Written:
+        if isinstance(result, Written):
+            return result
+        return Written(result, status_code, headers(result) if headers else {})
+
+    return answer
+
+
+def _alone(
+    write_many: Callable[[Session, list[Any]], list[Any]], item: Any
+) -> Callable[[Session], Any]:
+    return lambda session: write_many(session, [item])[0]
+
+
 class WriteUnit:
     """The write a request may make, as `principal`; call it with the work to do."""
 
@@ -75,24 +95,33 @@ class WriteUnit:
         *,
         status_code: int = 200,
         headers: Callable[[Any], Mapping[str, str]] | None = None,
-        insert_only: bool = False,
     ) -> Response:
         """Run `work(session)` and commit in one thread; its result becomes the response body.
 
         `work` returns a model (answered with `status_code` and `headers(model)`) or a `Written`.
-        `insert_only`: the work only reads and inserts (it takes no row lock and changes no
-        row), so it may share a transaction with concurrent writes like it (`GroupCommit`).
         """
+        return await run_blocking(self.request, self._run, work, _answering(status_code, headers))
 
-        def answer(result: Any) -> Written:
-            if isinstance(result, Written):
-                return result
-            return Written(result, status_code, headers(result) if headers else {})
+    async def insert_many(
+        self,
+        write_many: Callable[[Session, list[Any]], list[Any]],
+        item: Any,
+        *,
+        status_code: int = 200,
+        headers: Callable[[Any], Mapping[str, str]] | None = None,
+    ) -> Response:
+        """Write `item` with `write_many(session, [item, ...])`, which writes a list of items
+        like it and returns their answers' bodies in order.
 
-        state = self.request.app.state
-        if insert_only and self.claim is None:
-            return await state.group_commit.submit(self, work, answer)
-        return await run_blocking(self.request, self._run, work, answer)
+        The write only reads and inserts (it takes no row lock and changes no row), so it may
+        share a transaction, and one statement per table, with concurrent writes like it
+        (`GroupCommit`); with an Idempotency-Key it is written alone.
+        """
+        answer = _answering(status_code, headers)
+        if self.claim is not None:
+            return await run_blocking(self.request, self._run, _alone(write_many, item), answer)
+        group_commit: GroupCommit = self.request.app.state.group_commit
+        return await group_commit.submit(self, write_many, item, answer)
 
     def _run(self, work: Callable[[Session], Any], answer: Callable[[Any], Written]) -> Response:
         """`_attempt`, again after a deadlock; 409 (never 503) if it keeps deadlocking."""
@@ -133,7 +162,8 @@ class WriteUnit:
 @dataclass
 class _Queued:
     unit: WriteUnit
-    work: Callable[[Session], Any]
+    write_many: Callable[[Session, list[Any]], list[Any]]
+    item: Any
     answer: Callable[[Any], Written]
     future: asyncio.Future
 
@@ -143,11 +173,13 @@ class GroupCommit:
 
     The writes that arrive while one batch is being written are written together in the next:
     one thread hop, one transaction and one commit (one WAL flush, one fsync) for all of them,
-    instead of one each; the cost that dominated a card POST (profiled: docs/registry.md).
-    Sharing a transaction is safe for writes that only read and insert: none waits on a lock
-    another holds, and each answers from its own rows. If anything in a batch fails, nothing
-    of it was committed, and each of its writes is run again alone (`WriteUnit._run`) so that
-    a failure answers only its own request. One batch is in flight per process at a time.
+    instead of one each; and the writes of one kind (one `write_many`) with one statement per
+    table instead of one per write and table: round trips and statements were what a card POST
+    spent most of its database time on (profiled: docs/registry.md). Sharing a transaction is
+    safe for writes that only read and insert: none waits on a lock another holds, and each
+    answers from its own rows. If anything in a batch fails, nothing of it was committed, and
+    each of its writes is run again alone (`WriteUnit._run`) so that a failure answers only
+    its own request. One batch is in flight per process at a time.
     """
 
     MAX_BATCH = 64
@@ -157,11 +189,15 @@ class GroupCommit:
         self._draining: asyncio.Task | None = None
 
     async def submit(
-        self, unit: WriteUnit, work: Callable[[Session], Any], answer: Callable[[Any], Written]
+        self,
+        unit: WriteUnit,
+        write_many: Callable[[Session, list[Any]], list[Any]],
+        item: Any,
+        answer: Callable[[Any], Written],
     ) -> Response:
         """Queue the write for the next batch and wait for its response (or its error)."""
         loop = asyncio.get_running_loop()
-        queued = _Queued(unit, work, answer, loop.create_future())
+        queued = _Queued(unit, write_many, item, answer, loop.create_future())
         self._queued.append(queued)
         if self._draining is None:
             self._draining = loop.create_task(self._drain(unit.request.app.state))
@@ -194,7 +230,8 @@ class GroupCommit:
         if len(batch) > 1:
             try:
                 with state.write_session_factory() as session, session.begin():
-                    responses = [_render(q.answer(q.work(session))) for q in batch]
+                    results = _write_by_kind(session, batch)
+                    responses = [_render(q.answer(r)) for q, r in zip(batch, results, strict=True)]
                     audit.insert_recorded(session)  # last: audit ids follow commit order
                 return responses
             except Exception:
@@ -202,7 +239,22 @@ class GroupCommit:
         outcomes: list[Response | BaseException] = []
         for queued in batch:
             try:
-                outcomes.append(queued.unit._run(queued.work, queued.answer))
+                work = _alone(queued.write_many, queued.item)
+                outcomes.append(queued.unit._run(work, queued.answer))
             except Exception as error:
                 outcomes.append(error)
         return outcomes
+
+
+def _write_by_kind(session: Session, batch: list[_Queued]) -> list[Any]:
+    """Each kind of write in the batch written with one `write_many` call; results in batch
+    order."""
+    kinds: dict[Callable[[Session, list[Any]], list[Any]], list[int]] = {}
+    for index, queued in enumerate(batch):
+        kinds.setdefault(queued.write_many, []).append(index)
+    results: list[Any] = [None] * len(batch)
+    for write_many, indices in kinds.items():
+        written = write_many(session, [batch[i].item for i in indices])
+        for index, result in zip(indices, written, strict=True):
+            results[index] = result
+    return results

@@ -12,7 +12,10 @@ from services.registry.cards.models import Candidate, CandidateCitation, CardAud
 
 # Core statements, built once: a card write is the hottest write, and an ORM flush (identity
 # map, unit of work, attribute events) costs several times the statement itself.
-_INSERT_CARD = insert(FailureCard.__table__).returning(FailureCard.__table__.c.id)
+# Many cards in one statement, their ids returned in the order of the rows given.
+_INSERT_CARDS = insert(FailureCard.__table__).returning(
+    FailureCard.__table__.c.id, sort_by_parameter_order=True
+)
 _INSERT_CARD_AUDIT = insert(CardAudit.__table__)
 
 
@@ -64,14 +67,21 @@ def cite(session: Session, card_ids: Iterable[int], *, round: int, candidate_id:
     )
 
 
-def insert_card(session: Session, values: dict[str, Any], privileged_audit: dict[str, Any]) -> int:
-    """Insert a card (every column but `id`) and its privileged audit; returns the card's id."""
+def insert_cards(
+    session: Session, rows: list[dict[str, Any]], privileged_audits: list[dict[str, Any]]
+) -> list[int]:
+    """Insert cards (every column but `id`) and their privileged audits, one statement per
+    table however many cards; returns the cards' ids in the order of `rows`."""
     connection = session.connection()
-    card_id = connection.execute(_INSERT_CARD, values).scalar_one()
+    card_ids = list(connection.execute(_INSERT_CARDS, rows).scalars())
     connection.execute(
-        _INSERT_CARD_AUDIT, {"card_id": card_id, "privileged_audit": privileged_audit}
+        _INSERT_CARD_AUDIT,
+        [
+            {"card_id": card_id, "privileged_audit": audit}
+            for card_id, audit in zip(card_ids, privileged_audits, strict=True)
+        ],
     )
-    return card_id
+    return card_ids
 
 
 def add(session: Session, row: FailureCard | CardAudit | Candidate) -> None:

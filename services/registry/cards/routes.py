@@ -28,11 +28,11 @@ router = APIRouter(tags=["cards"])
 @router.post("/cards", status_code=status.HTTP_201_CREATED, response_model=CardPublic)
 async def create_card(data: CardCreate, write: AnalystWrite) -> Response:
     """Store a failure card (outcome, eligibility, firewall findings, both halves)."""
-    return await write(
-        lambda session: service.create_card(session=session, principal=write.principal, data=data),
+    return await write.insert_many(
+        service.create_cards,
+        (write.principal, data),
         status_code=status.HTTP_201_CREATED,
         headers=lambda card: {"Location": f"/v1/cards/{card.id}"},
-        insert_only=True,
     )
 
 

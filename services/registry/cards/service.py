@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlmodel import Session
 
 from services.registry.audit import service as audit
@@ -112,34 +114,53 @@ def _check_card(session: Session, data: CardCreate) -> None:
         raise FieldInvalid((*body, "evidence_id"), f"all-wrong group {data.evidence_id} not found")
 
 
-def create_card(*, session: Session, principal: Principal, data: CardCreate) -> CardPublic:
-    """Store a failure card; its privileged audit goes to a table of its own."""
-    _check_card(session, data)
-    created_at = utcnow()
+def create_cards(session: Session, writes: list[tuple[Principal, CardCreate]]) -> list[CardPublic]:
+    """Store failure cards, each posted by its principal, one statement per table for all of
+    them (`unit_of_work.GroupCommit`); their privileged audits go to a table of their own."""
+    for _, data in writes:
+        _check_card(session, data)
+    rows = [_card_row(principal, data) for principal, data in writes]
+    card_ids = repository.insert_cards(session, rows, [data.privileged_audit for _, data in writes])
+    results = []
+    for (principal, data), row, card_id in zip(writes, rows, card_ids, strict=True):
+        result = _created_card(data, card_id, row)
+        # The audit log is readable by every role: it gets the deployable half only.
+        audit.record(
+            session=session,
+            principal=principal,
+            action="card.create",
+            object_type="card",
+            object_id=card_id,
+            after=result,
+        )
+        results.append(result)
+    return results
+
+
+def _card_row(principal: Principal, data: CardCreate) -> dict[str, Any]:
     deployable = data.deployable
-    card_id = repository.insert_card(
-        session,
-        {
-            "round": data.round,
-            "task_id": data.task_id,
-            "checkpoint_id": data.checkpoint_id,
-            "evidence_id": data.evidence_id,
-            "outcome": data.outcome.value,
-            "eligible": data.eligible,
-            "target_chunk_id": None if deployable is None else deployable.target_chunk_id,
-            "deployable": None if deployable is None else deployable.model_dump(mode="json"),
-            "firewall_findings": [f.model_dump(mode="json") for f in data.firewall_findings],
-            "forced_no_proposal_reason": data.forced_no_proposal_reason,
-            "extras": data.extras,
-            "created_by": principal.name,
-            "created_at": created_at,
-        },
-        data.privileged_audit,
-    )
-    # Built from the request's already-validated parts: nothing is read back or re-validated.
-    # The answer and the audit entry withhold gold like every read does (`gold.py`).
+    return {
+        "round": data.round,
+        "task_id": data.task_id,
+        "checkpoint_id": data.checkpoint_id,
+        "evidence_id": data.evidence_id,
+        "outcome": data.outcome.value,
+        "eligible": data.eligible,
+        "target_chunk_id": None if deployable is None else deployable.target_chunk_id,
+        "deployable": None if deployable is None else deployable.model_dump(mode="json"),
+        "firewall_findings": [f.model_dump(mode="json") for f in data.firewall_findings],
+        "forced_no_proposal_reason": data.forced_no_proposal_reason,
+        "extras": data.extras,
+        "created_by": principal.name,
+        "created_at": utcnow(),
+    }
+
+
+def _created_card(data: CardCreate, card_id: int, row: dict[str, Any]) -> CardPublic:
+    """The answer to a card POST, built from the request's already-validated parts: nothing
+    is read back or re-validated. It withholds gold like every read does (`gold.py`)."""
     findings = data.firewall_findings
-    result = CardPublic.model_construct(
+    return CardPublic.model_construct(
         id=card_id,
         round=data.round,
         task_id=data.task_id,
@@ -147,23 +168,13 @@ def create_card(*, session: Session, principal: Principal, data: CardCreate) -> 
         evidence_id=data.evidence_id,
         outcome=data.outcome,
         eligible=data.eligible,
-        deployable=None if findings else deployable,
+        deployable=None if findings else data.deployable,
         firewall_findings=[f.model_copy(update={"text": WITHHELD}) for f in findings],
         forced_no_proposal_reason=data.forced_no_proposal_reason,
         extras=data.extras,
-        created_by=principal.name,
-        created_at=created_at,
+        created_by=row["created_by"],
+        created_at=row["created_at"],
     )
-    # The audit log is readable by every role: it gets the deployable half only.
-    audit.record(
-        session=session,
-        principal=principal,
-        action="card.create",
-        object_type="card",
-        object_id=card_id,
-        after=result,
-    )
-    return result
 
 
 def get_card(*, session: Session, card_id: int) -> CardPublic:
