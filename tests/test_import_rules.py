@@ -57,9 +57,8 @@ def imported_modules(source: str, module: str, *, is_package: bool) -> list[tupl
                 found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
             else:
                 found.append((node.lineno, base))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if TESTS_MODULE.match(node.value):
-                found.append((node.lineno, node.value))
+        elif isinstance(node, ast.Constant) and TESTS_MODULE.match(str(node.value)):
+            found.append((node.lineno, node.value))
     return sorted(found)
 
 

@@ -47,6 +47,19 @@ def mint_tokens(prefix: str = "demo") -> tuple[dict[str, str], list[dict[str, st
     return tokens, grants
 
 
+def run_tokens(run_dir: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A local run folder's tokens and grants, minted on first use and kept there (mode 0600),
+    so a resumed run, and a console pointed at the folder, meet the same registry grants."""
+    path = run_dir / "tokens.json"
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return saved["tokens"], saved["grants"]
+    tokens, grants = mint_tokens("demo")
+    path.write_text(json.dumps({"tokens": tokens, "grants": grants}))
+    path.chmod(0o600)
+    return tokens, grants
+
+
 class ServiceFailed(RuntimeError):
     """A child service exited or never became ready; the message carries its log's tail."""
 

@@ -30,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
-JobStatus = Literal["queued", "running", "succeeded", "failed"]
+# the job document is part of each service's contract; re-exported for the services' routes
+from shared.contracts.jobs import JobPublic as JobPublic
+from shared.contracts.jobs import JobStatus
 
 
 def now() -> str:
@@ -64,22 +66,6 @@ class Job:
         for private in ("idempotency_key", "caller", "request_hash"):
             record.pop(private)
         return record
-
-
-class JobPublic(BaseModel):
-    """The job document every job route returns (POST -> 202, GET polls)."""
-
-    id: str
-    kind: str
-    status: JobStatus
-    request: dict[str, Any]
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    progress: dict[str, Any]
-    result: dict[str, Any] | None
-    error: str | None
-    gate_run_id: int | None = None
 
 
 class JobContext:

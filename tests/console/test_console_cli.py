@@ -13,9 +13,8 @@ import httpx
 import pytest
 
 from services.registry.seed_demo import seed
-from shared.apps.demo.services import run_tokens
 from shared.contracts.registry_api.client import RegistryClient
-from shared.kit.processes import free_port, start_registry
+from shared.kit.processes import free_port, run_tokens, start_registry
 from tests.live_servers import REPO, stop
 
 

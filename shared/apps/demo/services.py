@@ -17,7 +17,7 @@ from pathlib import Path
 from shared.kit.processes import (
     ServiceProcess,
     free_port,
-    mint_tokens,
+    run_tokens,
     start_registry,
     start_service,
 )
@@ -52,18 +52,6 @@ class Services:
 def demo_marker(run_dir: Path) -> dict[str, str]:
     """An environment variable every child of a demo carries: finds stragglers by run folder."""
     return {"INTRASKILL_DEMO_RUN": str(run_dir.resolve())}
-
-
-def run_tokens(run_dir: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """This run folder's tokens and grants, minted on first use."""
-    path = run_dir / "tokens.json"
-    if path.exists():
-        saved = json.loads(path.read_text())
-        return saved["tokens"], saved["grants"]
-    tokens, grants = mint_tokens("demo")
-    path.write_text(json.dumps({"tokens": tokens, "grants": grants}))
-    path.chmod(0o600)
-    return tokens, grants
 
 
 def start_services(

@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from shared.contracts.jobs import JobPublic as JobPublic  # re-exported: the job document
 from shared.contracts.registry_api.schemas import Name, StrictBool, StrictInt, Treatment
-from shared.kit.service_jobs import JobPublic as JobPublic  # re-exported: the job document
 
 Slug = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -53,11 +53,15 @@ Count = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 Id = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
 
 
-def _known_preset(name: str) -> str:
-    from shared.runtime.shopsim.presets import PRESETS
+# The ShopSim presets a job may name. The runtime builds them (shared.runtime.shopsim.presets),
+# and a contract imports nothing outside contracts, so the names are written here too; a test
+# holds the two equal (tests/contracts/test_env_presets.py).
+ENV_PRESETS = ("paper", "cpu", "test")
 
-    if name not in PRESETS:
-        raise ValueError(f"unknown ShopSim preset {name!r}; known: {', '.join(PRESETS)}")
+
+def _known_preset(name: str) -> str:
+    if name not in ENV_PRESETS:
+        raise ValueError(f"unknown ShopSim preset {name!r}; known: {', '.join(ENV_PRESETS)}")
     return name
 
 
