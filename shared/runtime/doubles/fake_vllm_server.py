@@ -1,4 +1,5 @@
-"""Test double: a FAKE vLLM server (no model) with vLLM 0.32's weight-update endpoints.
+"""TEST DOUBLE: a FAKE vLLM server (no model) with vLLM 0.32's weight-update endpoints. It ships
+in the package (not in tests/) because `intraskill deploy smoke` runs it in place of vLLM.
 
 Run as its own process (`python -m shared.runtime.doubles.fake_vllm_server --port P`), so the
 trainer's `WeightSync` is tested over real HTTP against another process, as it talks to real
