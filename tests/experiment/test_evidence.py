@@ -155,3 +155,41 @@ def test_before_the_test_the_verdict_makes_no_claim_about_success() -> None:
     )  # fmt: skip
     assert result["test"] is None and result["mde_pp"] is None
     assert "1 of 1 cards verified" in result["verdict"] and "has not run yet" in result["verdict"]
+
+
+def test_before_training_ends_the_power_comes_from_s0_at_the_start_checkpoint() -> None:
+    """The base test runs right after the cold start: its S_0 contrast states the design's MDE
+    (same tasks, same test) and the verdict says the trained conditions are still missing."""
+    rng = np.random.default_rng(1)
+    bare = rng.integers(0, 2, 100).astype(float)
+    s0 = rng.integers(0, 2, 100).astype(float)
+    base_only = evaluation({"base/bare": bare.tolist(), "base/s0": s0.tolist()})
+    base_only["comparisons"] = base_only["comparisons"][:1]  # the bare A/A row alone
+    result = build_evidence(
+        cards=[], gate_a=None, s0_size=1, arm="intraskill",
+        phases_done=["warm start", "cold start", "base test"], evaluation=base_only,
+    )  # fmt: skip
+    assert [row["condition"] for row in result["test"]["rows"]] == ["base/bare", "base/S_0"]
+    assert list(result["contrasts"]) == ["base/S_0 - base/bare"]
+    assert result["mde_contrast"] == "base/S_0 - base/bare"
+    assert result["mde_pp"] == pytest.approx(paired_mde_pp(s0 - bare))
+    assert "trained conditions are not measured yet" in result["verdict"]
+    assert result["aa"]["conditions"] == ["base/bare/aa", "base/bare"]  # the bare A/A row
+
+
+def test_once_trained_the_main_contrast_gives_the_power() -> None:
+    rng = np.random.default_rng(2)
+    names = ("base/bare", "base/s0", "intraskill/s0/bare", "intraskill/s0/bank")
+    cols = {n: rng.integers(0, 2, 100).astype(float).tolist() for n in names}
+    result = build_evidence(
+        cards=[],
+        gate_a=None,
+        s0_size=1,
+        arm="intraskill",
+        phases_done=["test"],
+        evaluation=evaluation(cols),
+    )
+    main = np.array(cols["intraskill/s0/bank"]) - np.array(cols["base/bare"])
+    assert result["mde_contrast"] == "trained/S_T - base/bare"
+    assert result["mde_pp"] == pytest.approx(paired_mde_pp(main))
+    assert "not measured yet" not in result["verdict"]

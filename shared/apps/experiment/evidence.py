@@ -40,6 +40,8 @@ CONTRASTS = (
     ("trained/bare", "base/bare", "what training put in the weights"),
 )
 
+MDE_CONTRASTS = ("trained/S_T - base/bare", "base/S_0 - base/bare")  # first present gives mde_pp
+
 
 def card_evidence(cards: Iterable[Any]) -> dict[str, Any]:
     """Every card of the run; verified ones with their paired counts."""
@@ -161,6 +163,7 @@ def build_evidence(
         "aa": None,
         "contrasts": None,
         "mde_pp": None,
+        "mde_contrast": None,
     }
     if evaluation:
         columns = evaluation["per_task"]["columns"]
@@ -183,8 +186,13 @@ def build_evidence(
             for a, b, meaning in CONTRASTS
             if names[a] in columns and names[b] in columns
         }
-        main = evidence["contrasts"].get("trained/S_T - base/bare")
-        evidence["mde_pp"] = main["mde_pp"] if main else None
+        # The design's power from the main contrast; before training ends, from S_0's at the
+        # start checkpoint (same tasks, same test: the per-task variance it would have).
+        for name in MDE_CONTRASTS:
+            if name in evidence["contrasts"]:
+                evidence["mde_pp"] = evidence["contrasts"][name]["mde_pp"]
+                evidence["mde_contrast"] = name
+                break
     evidence["verdict"] = verdict(evidence)
     return evidence
 
@@ -209,6 +217,8 @@ def verdict(evidence: Mapping[str, Any]) -> str:
         return " ".join(parts)
     for name, row in contrasts.items():
         parts.append(f"{name} ({row['meaning']}): {reading(row)}.")
+    if not any(row["condition"] == "trained/S_T" for row in evidence["test"]["rows"]):
+        parts.append("Training has not finished: the trained conditions are not measured yet.")
     mde = evidence.get("mde_pp")
     if mde is not None:
         power = "could" if mde <= EFFECT_OF_INTEREST_PP else "could NOT"

@@ -7,15 +7,19 @@ Phases (each skipped on a rerun once done, like the demo's, whose first four it 
 2. train: for each seed index, for each arm, `intraskill train run` in `runs/ARM-seedI/` with
    the arm's effective config (`runs/ARM-seedI/config.toml`), the seed `seed + I`, its own alias
    and its initial bank (S_0, the empty bank, or S_0 with the arm's q); a rerun resumes it;
-3. test: one evaluator job: the base policy, every run's final checkpoint bare and with its
-   final bank, and A/A copies (every run with its bank, and the bare base policy, again under
-   other sampling seeds), all on the same test tasks; runs whose final weights are byte for
-   byte the same (arms that ended up training alike) are tested under the first one's
-   checkpoint id, so the evaluator rolls them out once and labels them identical instead of
-   reading noise as a difference;
-4. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
+3. base test (right after the cold start): the base policy bare, with S_0, and the bare A/A
+   copy on the test tasks, so a run stopped during training has already measured S_0 at the
+   start checkpoint and the test design's power;
+4. test: the second evaluator job: every run's final checkpoint bare and with its final bank,
+   and A/A copies (every run with its bank again under other sampling seeds), on the same test
+   tasks; both jobs merged into one report (`merge.py`: episode seeds depend on task and
+   sample only, so the columns pair by task as one job's would); runs whose final weights are
+   byte for byte the same (arms that ended up training alike) are tested under the first
+   one's checkpoint id, so the evaluator rolls them out once and labels them identical
+   instead of reading noise as a difference;
+5. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
    confirmation tasks no gate used, beside the gates' own estimate of it;
-5. comparison.json, comparison.md and the figures (`report.py`).
+6. comparison.json, comparison.md and the figures (`report.py`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ import tomli_w
 from shared.apps.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
 from shared.apps.demo.run import EVAL_ROUTE, Demo, DemoError, DemoOptions
 from shared.apps.experiment.arms import Arm
+from shared.apps.experiment.merge import merge_reports
 from shared.contracts.hashing import weights_digest
 from shared.runtime.noise_floor import aa_condition
 
 TEST_FILE, CONFIRM_FILE = "test/evaluation.json", "confirm/evaluation.json"
+BASE_TEST_FILE, TRAINED_TEST_FILE = "test/base-evaluation.json", "test/trained-evaluation.json"
 RUNS_FILE = "runs.json"
 
 
@@ -105,6 +111,7 @@ class Experiment(Demo):
             ("environment", self.environment),
             ("warm start", self.base_checkpoint),
             ("cold start", self.cold_start),
+            ("base test", self.test_base),
             ("train", self.train_all),
             ("test", self.test_all),
         )
@@ -205,14 +212,31 @@ class Experiment(Demo):
             }
         return finals
 
-    def test_all(self) -> None:
-        finals = self.finals()
-        reference = self.specs[0]
+    def base_conditions(self) -> list[dict[str, Any]]:
         base = self.state.get("base_checkpoint")
-        conditions = [
+        return [
             {"name": "base/bare", "checkpoint_id": base},
             {"name": "base/s0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
         ]
+
+    def test_base(self) -> None:
+        """The start checkpoint bare, with S_0, and the bare A/A copy (no bank, no training:
+        the noise floor); base/S_0 has no copy."""
+        bare, s0 = self.base_conditions()
+        copy = aa_condition(bare)
+        body = {
+            "conditions": [bare, s0, copy],
+            "split": "test",
+            "n_tasks": self.options.test_tasks,
+            "comparisons": [[copy["name"], bare["name"]], [s0["name"], bare["name"]]],
+        }
+        self.evaluate("base test", body, BASE_TEST_FILE)
+        self.state.finish("base test")
+
+    def test_all(self) -> None:
+        finals = self.finals()
+        reference = self.specs[0]
+        conditions = []
         tested_as = same_weights_checkpoints(finals)
         for spec in self.specs:
             final = finals[spec.name]
@@ -224,9 +248,8 @@ class Experiment(Demo):
                     "bank_id": final["bank_id"],
                 },
             ]
-        # A/A copies: every run with its bank (an arm's copies pool like its runs) and the bare
-        # base policy (the bare A/A: no bank, no training); base/S_0 has none (conditions[1])
-        originals = [conditions[0], *(c for c in conditions[2:] if "bank_id" in c)]
+        # A/A copies: every run with its bank (an arm's copies pool like its runs)
+        originals = [c for c in conditions if "bank_id" in c]
         copies = [aa_condition(c) for c in originals]
         body = {
             "conditions": [*conditions, *copies],
@@ -236,13 +259,18 @@ class Experiment(Demo):
                 [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
             ],
         }
-        self.evaluate("test", body, TEST_FILE)
+        self.evaluate("trained test", body, TRAINED_TEST_FILE)
+        merged = merge_reports(
+            json.loads((self.run_dir / BASE_TEST_FILE).read_text()),
+            json.loads((self.run_dir / TRAINED_TEST_FILE).read_text()),
+        )
+        (self.run_dir / TEST_FILE).write_text(json.dumps(merged, indent=1))
         confirm = (
             finals[reference.name]["record"].get("validation", {}).get("confirmation_task_ids")
         )
         if confirm:
             body = {
-                "conditions": conditions[2:],
+                "conditions": conditions,
                 "split": "val",
                 "task_ids": confirm,
                 "comparisons": [[s.bank, s.bare] for s in self.specs],
@@ -292,15 +320,21 @@ class Experiment(Demo):
                 decision = None  # the gate never reached a decision
             gate_a = gate_a_evidence(gate, decision)
         s0 = self.state.get("s0_bank_id")
-        test_path = self.run_dir / TEST_FILE
+        # the whole test once it ran, else the base test alone (S_0 and the design's power)
+        test_path = next(
+            (p for p in (self.run_dir / TEST_FILE, self.run_dir / BASE_TEST_FILE) if p.exists()),
+            None,
+        )
         evidence = build_evidence(
             cards=registry.list_cards(),
             gate_a=gate_a,
             s0_size=len(registry.get_bank(s0).entries) if s0 else None,
-            evaluation=json.loads(test_path.read_text()) if test_path.exists() else None,
+            evaluation=json.loads(test_path.read_text()) if test_path else None,
             arm=self.specs[0].arm.slug,
             phases_done=[
-                p for p in ("warm start", "cold start", "train", "test") if self.state.done(p)
+                p
+                for p in ("warm start", "cold start", "base test", "train", "test")
+                if self.state.done(p)
             ],
         )
         (self.run_dir / "evidence.json").write_text(json.dumps(evidence, indent=1) + "\n")
