@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.experiment.merge import MergeError, merge_reports
+from shared.apps.experiment.merge import MergeError, merge_reports
 
 BOOT = {"resamples": 1000, "seed": 7, "level": 0.95, "paired_by": "task"}
 
