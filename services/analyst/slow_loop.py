@@ -59,6 +59,8 @@ def make_policy(spec: PolicySpec, settings: AnalystSettings):
 
     options = dict(settings.backend_options)
     if settings.policy_server_url:
+        from services.analyst.policy_server import served_policy
+
         return served_policy(spec, settings)
     if spec.backend == "openai":
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
@@ -74,37 +76,6 @@ def make_policy(spec: PolicySpec, settings: AnalystSettings):
     if spec.backend == "transformers":
         options = {"device": settings.device, "dtype": settings.dtype, **options}
     return make_backend(spec.backend, model, checkpoint_id=spec.checkpoint_id, **options)
-
-
-def served_policy(spec: PolicySpec, settings: AnalystSettings):
-    """The checkpoint on the policy server (ANALYST_POLICY_SERVER_URL): its weights are loaded
-    into the server first (as the evaluator's gates do), so the backend then checks that the
-    server serves exactly this checkpoint before any retry."""
-    import httpx
-
-    from shared.agent.backends import make_backend
-    from shared.vllm_weights import load_weights, server_client, server_root
-
-    uri = spec.weights_uri
-    if not uri:
-        raise LookupError(f"checkpoint {spec.checkpoint_id!r} has no weights uri to load")
-    key = settings.policy_server_api_key
-    api_key = key.get_secret_value() if key else None
-    url = settings.policy_server_url or ""
-    with server_client(api_key, httpx.Timeout(LOAD_TIMEOUT_S, connect=10.0)) as client:
-        load_weights(client, server_root(url), uri.removeprefix("file://"), spec.checkpoint_id)
-    return make_backend(
-        "openai",
-        settings.policy_server_model,
-        base_url=url,
-        checkpoint_id=spec.checkpoint_id,
-        api_key=api_key,
-        **settings.backend_options,
-    )
-
-
-# Reloading a 4B model from a network volume takes minutes (the evaluator waits as long).
-LOAD_TIMEOUT_S = 1800.0
 
 
 def episode_seed(*parts: object) -> int:

@@ -42,12 +42,23 @@ def test_a_transformers_request_runs_on_the_server_after_its_checkpoint_is_loade
     try:
         assert policy.name == "openai" and policy.model_id == "policy"
         assert policy.checkpoint_id == "run-r3" and policy.root_url == server.root
+        policy.check()  # the server serves it: a batch may run
     finally:
         policy.close()
     state = server.state()
     assert state["calls"] == ["pause:wait", "rpc:reload_weights", "version:run-r3", "resume"]
     assert state["weights_path"] == str(weights) and state["weights_sha"] == _sha(weights)
     assert state["unkeyed"] == []  # the server's API key went with every call
+
+
+def test_a_server_reloaded_by_someone_else_refuses_the_next_batch(server, tmp_path) -> None:
+    server.restart()
+    spec = PolicySpec(checkpoint_id="run-r5", weights_uri=_weights(tmp_path, seed=9).as_uri())
+    policy = make_policy(spec, settings_for(server))
+    server.restart()  # back on its start-up weights (a restart, or a gate of another round)
+    with pytest.raises(WeightLoadError, match="'initial', not 'run-r5'"):
+        policy.generate([], None)
+    policy.close()
 
 
 def test_a_failed_load_or_no_weights_refuses_the_job(server, tmp_path) -> None:
