@@ -28,7 +28,7 @@ class PinnedServerPolicy:
         return getattr(self.backend, name)
 
     def check(self) -> None:
-        from shared.vllm_weights import require_version, server_client
+        from shared.runtime.vllm_weights import require_version, server_client
 
         with server_client(self.api_key, 30.0) as client:
             require_version(client, self.root, self.pinned)
@@ -45,8 +45,8 @@ def served_policy(spec, settings) -> PinnedServerPolicy:
     into the policy server and return it pinned there; raises unless the server then serves it."""
     import httpx
 
-    from shared.agent.backends import make_backend
-    from shared.vllm_weights import load_weights, server_client, server_root
+    from shared.runtime.agent.backends import make_backend
+    from shared.runtime.vllm_weights import load_weights, server_client, server_root
 
     if not spec.weights_uri:
         raise LookupError(f"checkpoint {spec.checkpoint_id!r} has no weights uri to load")

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from services.evaluator.design import GateDesign, check_mask
 from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
 from services.evaluator.selection import Selection, select
-from shared.inclusion import rho_from_coefficients
+from shared.contracts.inclusion import rho_from_coefficients
 
 # What a complete gate does when no chunk has a positive coefficient (the selected bank would be
 # empty): `keep` stores the decision but creates no bank and leaves the alias where it is;

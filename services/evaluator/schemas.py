@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from services.evaluator.decision import AdmitRule, EmptyBankPolicy
 from services.evaluator.design import K_INIT
 from services.evaluator.fit import Solver
-from shared.registry_api.schemas import Name, StrictBool, StrictInt
+from shared.contracts.registry_api.schemas import Name, StrictBool, StrictInt
 
 Slug = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 TaskId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")]

@@ -13,7 +13,7 @@ from services.trainer.service_lifecycle import BACKENDS
 
 
 def compile_round(context: RunContext, state: dict[str, Any]) -> None:
-    from shared.analyst_api.client import AnalystError
+    from shared.contracts.analyst_api.client import AnalystError
 
     config, analyst = context.config, context.clients.analyst
     round_index, record = state["round"], context.record.round(state["round"])

@@ -8,7 +8,7 @@ from typing import Any
 from services.trainer.policy import Policy
 from services.trainer.policy_loading import simulated_model
 from services.trainer.run_context import RunContext, write_json
-from shared.registry_api.client import Conflict, Unavailable
+from shared.contracts.registry_api.client import Conflict, Unavailable
 
 TRAINER_STATE_FILE = "trainer_state.json"
 

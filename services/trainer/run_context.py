@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from services.trainer.config import TrainerConfig
-from shared.hashing import content_hash
+from shared.contracts.hashing import content_hash
 
 STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
 

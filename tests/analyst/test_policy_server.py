@@ -12,8 +12,8 @@ import pytest
 
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import make_policy
-from shared.analyst_api.schemas import PolicySpec
-from shared.vllm_weights import WeightLoadError
+from shared.contracts.analyst_api.schemas import PolicySpec
+from shared.runtime.vllm_weights import WeightLoadError
 from tests.trainer.test_weight_sync import FakeServer, _sha, _weights, running_fake_server
 
 KEY = "test-vllm-key"

@@ -15,7 +15,7 @@ from services.console.numbers import MEANINGS, VERDICTS, axis_title, included_co
 from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
-from shared.registry_api.schemas import DecisionRowPublic
+from shared.contracts.registry_api.schemas import DecisionRowPublic
 
 router = APIRouter()
 
