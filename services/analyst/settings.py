@@ -66,6 +66,15 @@ class AnalystSettings(BaseSettings):
     analyst_attempts: int = Field(2, ge=1, le=10, description="tries before ANALYST_ERROR")
     semantic_dedupe: bool = Field(True, description="MiniLM near-duplicate check in compile")
 
+    policy_server_url: str | None = Field(
+        None,
+        description="an OpenAI-compatible vLLM server (dev mode, e.g. http://vllm-eval:8000/v1) "
+        "that runs every job's frozen checkpoint, whatever backend the request names: the "
+        "checkpoint is loaded into it first and must then be the one it serves; no model is "
+        "loaded in this process (deploy/ on a GPU pool)",
+    )
+    policy_server_model: str = Field("policy", description="that server's served model name")
+    policy_server_api_key: SecretStr | None = Field(None, description="that server's API key")
     llm_base_url: str | None = Field(None, description="OpenAI-compatible server (llm backend)")
     llm_model: str | None = None
     llm_api_key: SecretStr | None = None

@@ -58,6 +58,10 @@ def make_policy(spec: PolicySpec, settings: AnalystSettings):
     from shared.runtime.agent.backends import make_backend
 
     options = dict(settings.backend_options)
+    if settings.policy_server_url:
+        from services.analyst.policy_server import served_policy
+
+        return served_policy(spec, settings)
     if spec.backend == "openai":
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return make_backend(

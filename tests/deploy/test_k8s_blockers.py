@@ -28,9 +28,9 @@ def env_of(container: dict) -> dict[str, dict]:
 
 
 def container_named(docs: list[dict], kind: str, name: str) -> tuple[dict, dict]:
+    """The workload's first main container (not an init container) and its pod spec."""
     doc = of_kind(docs, kind)[name]
-    spec, _, container = next(iter(containers(doc)))
-    return spec, container
+    return next((spec, c) for spec, k, c in containers(doc) if k == "containers")
 
 
 def mounts(spec: dict, container: dict) -> dict[str, tuple[dict, dict]]:
