@@ -142,7 +142,7 @@ def run(
     from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
-    from services.evaluator.schemas import EvalJobCreate
+    from shared.contracts.evaluator_api.schemas import EvalJobCreate
     from services.evaluator.settings import EvaluatorSettings
     from shared.service_jobs import LocalContext
 

@@ -15,7 +15,7 @@ from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
-from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
 from shared.registry_api.client import RegistryClient
 
 MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)

@@ -17,7 +17,7 @@ from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from services.trainer.gate_round import MASK_SEED_ATTEMPTS, gate_round
 from services.trainer.run_context import RunContext, RunError, RunRecord
 from services.trainer.service_lifecycle import ServiceClients
-from shared.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
 
 CONFIG = "configs/simulated-tiny.toml"
 

@@ -1,0 +1,1 @@
+"""The wire contracts the services share: what one service answers and the others may read."""
