@@ -28,12 +28,6 @@ from services.evaluator.fit import FitError
 from services.evaluator.reaper import GateRunReaper
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
-from shared.contracts.evaluator_api.schemas import (
-    EvalJobCreate,
-    GateAJobCreate,
-    GateJobCreate,
-    RefitCreate,
-)
 from services.evaluator.service import (
     RECORDS_FILE,
     REGISTRY_RETRY_AFTER_S,
@@ -44,7 +38,13 @@ from services.evaluator.service import (
 )
 from services.evaluator.settings import EvaluatorSettings
 from shared.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
-from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.schemas import (
+    DESIGN_NOT_IDENTIFIED,
+    EvalJobCreate,
+    GateAJobCreate,
+    GateJobCreate,
+    RefitCreate,
+)
 from shared.observability import instrument
 from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
 from shared.registry_api.client import RegistryClient, RegistryError

@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from services.evaluator.design import GateDesign, check_mask
 from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
 from services.evaluator.selection import Selection, select
-from shared.contracts.evaluator_api.schemas import AdmitRule, EmptyBankPolicy
+from shared.contracts.evaluator_api.schemas import AdmitRule
+from shared.contracts.evaluator_api.schemas import EmptyBankPolicy as EmptyBankPolicy  # re-exported
 from shared.inclusion import rho_from_coefficients
 
 # the words of the wire contract (what each rule means is said there)

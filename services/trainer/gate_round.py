@@ -10,12 +10,17 @@ import httpx
 
 from services.trainer.ablations import admitted_entries
 from services.trainer.bank_resolution import pin_bank
-from services.trainer.evaluator_client import EvaluatorError
 from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RunContext, RunError, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
-from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.client import EvaluatorError, JobFailed
+from shared.contracts.evaluator_api.schemas import (
+    DESIGN_NOT_IDENTIFIED,
+    AdmitRule,
+    GateJobCreate,
+    JobPublic,
+)
 from shared.registry_api.client import RegistryClient
 
 MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)
@@ -37,19 +42,26 @@ def gate_round(context: RunContext, state: dict[str, Any]) -> None:
             keep_bank_without_gate(context, state, record, reason="no candidate to admit")
         return
     try:
-        job = _known_gate_job(context, record.get("gate_job_id"))
-        if job is None or (job["status"] == "failed" and job.get("error") == "interrupted"):
+        job_id = record.get("gate_job_id")
+        job = evaluator.find_job("gate", job_id) if job_id else None
+        if job is None or (job.status == "failed" and job.error == "interrupted"):
             job = evaluator.find_gate(round_index=round_index, checkpoint_id=state["checkpoint_id"])
         if job is None:
             job = submit_gate(context, state, record)
         if job is None:
             keep_bank_without_gate(context, state, record, reason="no identifiable design")
             return
-        record["gate_job_id"] = job["id"]
+        record["gate_job_id"] = job.id
         context.record.save()
-        context.console.print(f"round {round_index}: gate job {job['id']} on {url}")
+        context.console.print(f"round {round_index}: gate job {job.id} on {url}")
         with heartbeat(context.out):  # a 400-task gate outlasts the liveness window
-            job = evaluator.wait(job["id"], poll=config.gate.poll_s, timeout=config.gate.timeout_s)
+            job = evaluator.wait_for_job(
+                "gate", job.id, poll=config.gate.poll_s, timeout=config.gate.timeout_s
+            )
+    except JobFailed as failed:  # a gate that failed has not completed: S_t stays
+        job = failed.job
+    except TimeoutError as error:
+        raise RunError(f"{error}; rerun the same command to wait on it again") from None
     except EvaluatorError as error:
         if error.status_code == 0:
             raise unavailable("evaluator", url, error, "intraskill gate serve") from None
@@ -60,15 +72,15 @@ def gate_round(context: RunContext, state: dict[str, Any]) -> None:
 
 
 def _adopt_or_keep(
-    context: RunContext, state: dict[str, Any], record: dict[str, Any], job: dict[str, Any]
+    context: RunContext, state: dict[str, Any], record: dict[str, Any], job: JobPublic
 ) -> None:
-    result = job.get("result") or {}
+    result = job.result or {}
     registry = result.get("registry") or {}
-    complete = job["status"] == "succeeded" and result.get("status") == "complete"
+    complete = job.status == "succeeded" and result.get("status") == "complete"
     next_bank = registry.get("bank_id") if complete else None
     record.update(
-        gate_status=result.get("status") or job["status"],
-        gate_error=job.get("error"),
+        gate_status=result.get("status") or job.status,
+        gate_error=job.error,
         gate_run_id=registry.get("gate_run_id"),
         gate_decision_id=registry.get("decision_id"),
         next_bank_id=next_bank or state["bank_id"],
@@ -85,7 +97,7 @@ def _adopt_or_keep(
 
 def submit_gate(
     context: RunContext, state: dict[str, Any], record: dict[str, Any]
-) -> dict[str, Any] | None:
+) -> JobPublic | None:
     """Submit the round's gate; None when no mask seed tried gives an identifiable design.
 
     A small gate (few tasks, many columns) can draw masks under which some coefficient is
@@ -93,24 +105,26 @@ def submit_gate(
     design before any rollout. The masks are then drawn again from the next seed, up to
     MASK_SEED_ATTEMPTS seeds; the seed used is in the round's record and the gate's."""
     gate = context.config.gate
-    body = {
-        "round": state["round"],
-        "checkpoint_id": state["checkpoint_id"],
-        "alias": gate.alias,
-        "base_bank_id": state["bank_id"],
-        "candidate_ids": record.get("candidate_ids", []),
-        "n_tasks": gate.val_tasks,
-        "budget": gate.budget,
-        "move_alias": True,
-        **gate_admission(gate.admit),
-    }
+    body = GateJobCreate(
+        round=state["round"],
+        checkpoint_id=state["checkpoint_id"],
+        alias=gate.alias,
+        base_bank_id=state["bank_id"],
+        candidate_ids=record.get("candidate_ids", []),
+        n_tasks=gate.val_tasks,
+        budget=gate.budget,
+        move_alias=True,
+        admit=gate_admission(gate.admit),
+    )
     if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
         task_ids = gate_task_ids(context.config, val_task_ids(context.config), state["round"])
-        body = {**body, "task_ids": task_ids, "n_tasks": None}
+        body = body.model_copy(update={"task_ids": task_ids, "n_tasks": None})
         record["val_task_ids"] = task_ids
     for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
         try:
-            job = context.clients.evaluator.submit_gate({**body, "mask_seed": mask_seed})
+            job = context.clients.evaluator.submit(
+                "gate", body.model_copy(update={"mask_seed": mask_seed})
+            )
         except EvaluatorError as error:
             if DESIGN_NOT_IDENTIFIED not in error.error_types:
                 raise
@@ -176,17 +190,6 @@ def admit_without_gate(context: RunContext, state: dict[str, Any], record: dict[
     context.save_state(state)
 
 
-def _known_gate_job(context: RunContext, job_id: str | None) -> dict[str, Any] | None:
-    if not job_id:
-        return None
-    try:
-        return context.clients.evaluator.gate_job(job_id)
-    except EvaluatorError as error:
-        if error.status_code == 404:  # another evaluator (its jobs folder) than before
-            return None
-        raise
-
-
-def gate_admission(admit: str) -> dict[str, str]:
-    """The evaluator's admission rule for `gate.admit` (nothing for the method's default)."""
-    return {"admit": "lower_bound"} if admit == "lower_bound" else {}
+def gate_admission(admit: str) -> AdmitRule:
+    """The evaluator's admission rule for `gate.admit` (`all` never reaches the evaluator)."""
+    return "lower_bound" if admit == "lower_bound" else "coefficient"

@@ -8,16 +8,15 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-import httpx
 import pytest
 from rich.console import Console
 
 from services.trainer.config import TrainerConfig
-from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
 from services.trainer.gate_round import MASK_SEED_ATTEMPTS, gate_round
 from services.trainer.run_context import RunContext, RunError, RunRecord
 from services.trainer.service_lifecycle import ServiceClients
-from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.client import EvaluatorError
+from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED, JobPublic
 
 CONFIG = "configs/simulated-tiny.toml"
 
@@ -41,19 +40,27 @@ class RecordingEvaluatorDouble:
     def __init__(self) -> None:
         self.submitted: list[dict] = []
 
-    def gate_job(self, job_id):
+    def find_job(self, kind, job_id):
         return None
 
     def find_gate(self, **_):
         return None
 
-    def submit_gate(self, body):
-        self.submitted.append(body)
-        return {"id": "job-1", "status": "queued"}
+    def submit(self, kind, body):
+        assert kind == "gate"
+        self.submitted.append(body.model_dump())
+        return a_job("queued")
 
-    def wait(self, job_id, **_):
+    def wait_for_job(self, kind, job_id, **_):
         registry = {"bank_id": 99, "gate_run_id": 7, "decision_id": 8}
-        return {"status": "succeeded", "result": {"status": "complete", "registry": registry}}
+        return a_job("succeeded", {"status": "complete", "registry": registry})
+
+
+def a_job(status: str, result: dict | None = None) -> JobPublic:
+    return JobPublic(
+        id="job-1", kind="gate", status=status, request={}, created_at="2026-01-01T00:00:00",
+        started_at=None, finished_at=None, progress={}, result=result, error=None,
+    )  # fmt: skip
 
 
 class RefusingEvaluatorDouble(RecordingEvaluatorDouble):
@@ -63,11 +70,12 @@ class RefusingEvaluatorDouble(RecordingEvaluatorDouble):
         super().__init__()
         self.refusals, self.kind = refusals, kind
 
-    def submit_gate(self, body):
+    def submit(self, kind, body):
         if len(self.submitted) < self.refusals:
-            self.submitted.append(body)
-            raise EvaluatorError("422: rank deficient", 422, frozenset({self.kind}))
-        return super().submit_gate(body)
+            self.submitted.append(body.model_dump())
+            detail = [{"loc": ["body"], "msg": "rank deficient", "type": self.kind}]
+            raise EvaluatorError(422, detail, "POST", "/v1/gate-jobs")
+        return super().submit(kind, body)
 
 
 def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None, admit=None):
@@ -106,7 +114,7 @@ def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(t
 
 def test_the_gate_admits_by_the_lower_bound_only_when_the_config_says_so(tmp_path):
     (default,) = a_run(tmp_path / "gate", 2, [11])[0].clients.evaluator.submitted
-    assert "admit" not in default  # the evaluator's default: the method's beta > 0
+    assert default["admit"] == "coefficient"  # the method's rule: beta > 0
     (strict,) = a_run(tmp_path / "lb", 2, [11], admit="lower_bound")[0].clients.evaluator.submitted
     assert strict["admit"] == "lower_bound"
 
@@ -137,17 +145,3 @@ def test_any_other_refusal_stops_the_run_without_a_second_try(tmp_path):
     with pytest.raises(RunError, match="the evaluator refused the gate"):
         a_run(tmp_path, 2, [11], evaluator=evaluator)
     assert len(evaluator.submitted) == 1
-
-
-def test_the_client_reads_the_types_of_a_422():
-    detail = [{"loc": ["body", "task_ids"], "msg": "rank deficient", "type": DESIGN_NOT_IDENTIFIED}]
-    client = EvaluatorClient("http://evaluator.test", retries=0)
-    client._http = httpx.Client(
-        base_url="http://evaluator.test",
-        transport=httpx.MockTransport(lambda request: httpx.Response(422, json={"detail": detail})),
-    )
-    with pytest.raises(EvaluatorError) as refused:
-        client.submit_gate({"round": 0})
-    assert refused.value.status_code == 422
-    assert refused.value.error_types == {DESIGN_NOT_IDENTIFIED}
-    client.close()
