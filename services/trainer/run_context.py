@@ -1,8 +1,8 @@
 """What every phase of a run shares: the config, the run folder's two files, the service clients.
 
 `run.json` (the record: config, services, one entry per round) and `state.json` (where the run
-stands: round, phase, step, cursors) are rewritten atomically after every phase, so a restart
-reads a consistent pair (see `orchestrator.py` on resume).
+stands: `RunState`) are rewritten atomically after every phase, so a restart reads a consistent
+pair (see `orchestrator.py` on resume).
 """
 
 from __future__ import annotations
@@ -12,14 +12,19 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from services.trainer.config import TrainerConfig
 from shared.hashing import content_hash
 
 STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
+# state.json's schema: 1 is the unversioned file written before `RunState` (the same fields,
+# read as they are); a version this trainer does not know is refused, never guessed at.
+STATE_SCHEMA_VERSION = 2
+Phase = Literal["train", "compile", "gate"]  # a round's phases, in order
 
 
 class RunError(RuntimeError):
@@ -51,6 +56,36 @@ def write_json(path: Path, data: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+class RunState(BaseModel):
+    """Where the run stands (`state.json`): the round and its phase, the step, the cursors a
+    resume continues from, the bank S_t and the latest checkpoint."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    schema_version: Literal[2] = STATE_SCHEMA_VERSION
+    round: int = Field(0, ge=0)
+    phase: Phase = "train"
+    step: int = Field(0, ge=0)  # rollout steps done
+    next_group_index: int = Field(0, ge=0)  # the next rollout group's index (tasks, seeds)
+    metrics_lines: int = Field(0, ge=0)  # metrics.jsonl lines up to the last saved state
+    bank_id: int  # S_t
+    checkpoint_dir: str | None = None  # the latest checkpoint's folder (None: the base model)
+    checkpoint_id: str | None = None  # ... and its registry id
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunState:
+        """The state a `state.json` holds; RunError for a schema version this trainer does
+        not know (a newer trainer's file)."""
+        version = data.get("schema_version", 1)
+        if version not in (1, STATE_SCHEMA_VERSION):
+            raise RunError(
+                f"state.json has schema version {version!r}; this trainer reads versions 1 to "
+                f"{STATE_SCHEMA_VERSION}. Resume with the trainer that wrote it, or use a new "
+                "--out folder."
+            )
+        return cls.model_validate({**data, "schema_version": STATE_SCHEMA_VERSION})
 
 
 class RunRecord:
@@ -95,11 +130,12 @@ class RunContext:
     def run_id(self) -> str:
         return self.record.run_id
 
-    def save_state(self, state: dict[str, Any]) -> None:
-        write_json(self.out / STATE_FILE, state)
+    def save_state(self, state: RunState) -> None:
+        write_json(self.out / STATE_FILE, state.model_dump(mode="json"))
 
-    def load_state(self) -> dict[str, Any] | None:
-        return read_json(self.out / STATE_FILE)
+    def load_state(self) -> RunState | None:
+        data = read_json(self.out / STATE_FILE)
+        return None if data is None else RunState.from_json(data)
 
     def heartbeat(self) -> None:
         """Touch the run folder: a liveness probe ("the folder changed in the last 90 min")

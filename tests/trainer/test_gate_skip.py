@@ -13,7 +13,7 @@ from rich.console import Console
 
 from services.trainer.config import TrainerConfig
 from services.trainer.gate_round import MASK_SEED_ATTEMPTS, gate_round
-from services.trainer.run_context import RunContext, RunError, RunRecord
+from services.trainer.run_context import RunContext, RunError, RunRecord, RunState
 from services.trainer.service_lifecycle import ServiceClients
 from shared.contracts.evaluator_api.client import EvaluatorError
 from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED, JobPublic
@@ -90,15 +90,15 @@ def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None, admit
     )
     run.record.data["services"] = urls
     run.record.round(0)["candidate_ids"] = candidates
-    state = {"round": 0, "phase": "gate", "bank_id": 5, "checkpoint_id": "ckpt"}
-    gate_round(run, state)
-    return run, state
+    state = RunState(round=0, phase="gate", bank_id=5, checkpoint_id="ckpt")
+    next_bank = gate_round(run, state)
+    return run, next_bank
 
 
 def test_an_empty_bank_without_candidates_keeps_s_t_and_asks_no_gate(tmp_path):
-    run, state = a_run(tmp_path, n_entries=0, candidates=[])
+    run, next_bank = a_run(tmp_path, n_entries=0, candidates=[])
     assert run.clients.evaluator.submitted == []
-    assert state == {"round": 1, "phase": "train", "bank_id": 5, "checkpoint_id": "ckpt"}
+    assert next_bank == 5
     record = run.record.round(0)
     assert record["adopted"] is False and record["next_bank_id"] == 5
     assert record["gate_status"].startswith("skipped")
@@ -106,10 +106,10 @@ def test_an_empty_bank_without_candidates_keeps_s_t_and_asks_no_gate(tmp_path):
 
 def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(tmp_path):
     for n_entries, candidates in ((0, [11]), (2, [])):
-        run, state = a_run(tmp_path / f"{n_entries}-{len(candidates)}", n_entries, candidates)
+        run, next_bank = a_run(tmp_path / f"{n_entries}-{len(candidates)}", n_entries, candidates)
         assert len(run.clients.evaluator.submitted) == 1
         assert run.clients.evaluator.submitted[0]["candidate_ids"] == candidates
-        assert state["bank_id"] == 99 and run.record.round(0)["adopted"] is True
+        assert next_bank == 99 and run.record.round(0)["adopted"] is True
 
 
 def test_the_gate_admits_by_the_lower_bound_only_when_the_config_says_so(tmp_path):
@@ -120,7 +120,7 @@ def test_the_gate_admits_by_the_lower_bound_only_when_the_config_says_so(tmp_pat
 
 
 def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_path):
-    run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=2))
+    run, next_bank = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=2))
     first = run.config.gate.mask_seed
     assert [body["mask_seed"] for body in run.clients.evaluator.submitted] == [
         first,
@@ -128,13 +128,13 @@ def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_pat
         first + 2,
     ]
     assert run.record.round(0)["mask_seed"] == first + 2
-    assert state["bank_id"] == 99 and run.record.round(0)["adopted"] is True
+    assert next_bank == 99 and run.record.round(0)["adopted"] is True
 
 
 def test_when_no_mask_seed_identifies_the_design_s_t_stays_and_training_goes_on(tmp_path):
-    run, state = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=99))
+    run, next_bank = a_run(tmp_path, 2, [11], evaluator=RefusingEvaluatorDouble(refusals=99))
     assert len(run.clients.evaluator.submitted) == MASK_SEED_ATTEMPTS
-    assert state == {"round": 1, "phase": "train", "bank_id": 5, "checkpoint_id": "ckpt"}
+    assert next_bank == 5
     record = run.record.round(0)
     assert record["adopted"] is False and record["next_bank_id"] == 5
     assert record["gate_status"] == "skipped: no identifiable design"

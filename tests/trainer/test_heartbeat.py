@@ -19,7 +19,7 @@ import services.trainer.heartbeat as heartbeat_module
 from services.trainer.config import TrainerConfig
 from services.trainer.gate_round import gate_round
 from services.trainer.heartbeat import HEARTBEAT_FILE, heartbeat
-from services.trainer.run_context import RunContext, RunRecord
+from services.trainer.run_context import RunContext, RunRecord, RunState
 from shared.contracts.evaluator_api.schemas import GateJobCreate, JobPublic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,10 +76,9 @@ def test_the_trainer_beats_while_it_waits_on_a_gate(tmp_path, monkeypatch) -> No
     context.clients = SimpleNamespace(evaluator=evaluator, registry=None)  # what gate_round reads
     context.record.data["services"] = {"evaluator": "http://evaluator"}
     context.record.round(0)["candidate_ids"] = [1]
-    state = {"round": 0, "phase": "gate", "bank_id": 7, "checkpoint_id": "run-r0"}
-    gate_round(context, state)
+    state = RunState(round=0, phase="gate", bank_id=7, checkpoint_id="run-r0")
+    assert gate_round(context, state) == 8  # S_{t+1}: the gate's bank
     assert evaluator.moved == [True]
-    assert state == {**state, "round": 1, "phase": "train", "bank_id": 8}
 
 
 @pytest.mark.parametrize("every_s", [None, 0.05])
