@@ -4,9 +4,8 @@ analyst submission each; every write is idempotent, so a restart resubmits nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from services.trainer.run_context import RunContext, RunState, unavailable
+from services.trainer.run_context import RoundRecord, RunContext, RunState, unavailable
 from services.trainer.step import GroupOutcome
 from shared.analyst_api.schemas import AllWrongGroupSubmit, SiblingRef
 from shared.registry_api.client import Unavailable
@@ -29,7 +28,7 @@ def record_evidence(
         treatment = Treatment(
             mode=group.treatment.mode,
             inclusion=list(group.treatment.inclusion),
-            hash=record["curriculum_state_id"],
+            hash=record.curriculum_state_id,
         )
         try:
             evidence_id = _evidence_row(context, state, round_index, step, group, treatment)
@@ -93,7 +92,7 @@ def _evidence_row(
 def _submission(
     context: RunContext,
     state: RunState,
-    record: dict[str, Any],
+    record: RoundRecord,
     step: int,
     group: GroupOutcome,
     treatment: Treatment,
@@ -102,12 +101,12 @@ def _submission(
 ) -> AllWrongGroupSubmit:
     return AllWrongGroupSubmit(
         run_id=context.run_id,
-        round=record["round"],
+        round=record.round,
         step=step,
         group_index=group.index,
         task_id=group.task_id,
         bank_id=state.bank_id,
-        bank_hash=record["bank_hash"],
+        bank_hash=record.bank_hash,
         treatment=treatment,
         siblings=[
             SiblingRef(reward=t.reward, trajectory_uri=f"{path.as_uri()}#{t.episode_id}")

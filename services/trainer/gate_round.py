@@ -5,15 +5,13 @@ records the round and returns the bank of the next round; the orchestrator hands
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
 from services.trainer.ablations import admitted_entries
 from services.trainer.bank_resolution import pin_bank
 from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
-from services.trainer.run_context import RunContext, RunError, RunState, unavailable
+from services.trainer.run_context import RoundRecord, RunContext, RunError, RunState, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
 from shared.contracts.evaluator_api.client import EvaluatorError, JobFailed
 from shared.contracts.evaluator_api.schemas import (
@@ -33,14 +31,14 @@ def gate_round(context: RunContext, state: RunState) -> int:
     record = context.record.round(round_index)
     url = context.record.service_url("evaluator")
     registry = context.clients.registry
-    if not record.get("candidate_ids") and not pin_bank(registry, state.bank_id, None).entries:
+    if not record.candidate_ids and not pin_bank(registry, state.bank_id, None).entries:
         return keep_bank_without_gate(context, state)
     if config.gate.admit == "all":
-        if record.get("candidate_ids"):
+        if record.candidate_ids:
             return admit_without_gate(context, state, record)
         return keep_bank_without_gate(context, state, reason="no candidate to admit")
     try:
-        job_id = record.get("gate_job_id")
+        job_id = record.gate_job_id
         job = evaluator.find_job("gate", job_id) if job_id else None
         if job is None or (job.status == "failed" and job.error == "interrupted"):
             job = evaluator.find_gate(round_index=round_index, checkpoint_id=state.checkpoint_id)
@@ -48,7 +46,7 @@ def gate_round(context: RunContext, state: RunState) -> int:
             job = submit_gate(context, state, record)
         if job is None:
             return keep_bank_without_gate(context, state, reason="no identifiable design")
-        record["gate_job_id"] = job.id
+        record.gate_job_id = job.id
         context.record.save()
         context.console.print(f"round {round_index}: gate job {job.id} on {url}")
         with heartbeat(context.out):  # a 400-task gate outlasts the liveness window
@@ -69,7 +67,7 @@ def gate_round(context: RunContext, state: RunState) -> int:
 
 
 def _adopt_or_keep(
-    context: RunContext, state: RunState, record: dict[str, Any], job: JobPublic
+    context: RunContext, state: RunState, record: RoundRecord, job: JobPublic
 ) -> int:
     result = job.result or {}
     registry = result.get("registry") or {}
@@ -85,13 +83,13 @@ def _adopt_or_keep(
     )
     context.record.save()
     context.console.print(
-        f"round {state.round}: gate {record['gate_status']}, run {record['gate_run_id']}; "
+        f"round {state.round}: gate {record.gate_status}, run {record.gate_run_id}; "
         + (f"adopted bank {next_bank}" if next_bank else f"keeping bank {state.bank_id}")
     )
     return next_bank or state.bank_id
 
 
-def submit_gate(context: RunContext, state: RunState, record: dict[str, Any]) -> JobPublic | None:
+def submit_gate(context: RunContext, state: RunState, record: RoundRecord) -> JobPublic | None:
     """Submit the round's gate; None when no mask seed tried gives an identifiable design.
 
     A small gate (few tasks, many columns) can draw masks under which some coefficient is
@@ -104,7 +102,7 @@ def submit_gate(context: RunContext, state: RunState, record: dict[str, Any]) ->
         checkpoint_id=state.checkpoint_id,
         alias=gate.alias,
         base_bank_id=state.bank_id,
-        candidate_ids=record.get("candidate_ids", []),
+        candidate_ids=record.candidate_ids,
         n_tasks=gate.val_tasks,
         budget=gate.budget,
         move_alias=True,
@@ -113,7 +111,7 @@ def submit_gate(context: RunContext, state: RunState, record: dict[str, Any]) ->
     if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
         task_ids = gate_task_ids(context.config, val_task_ids(context.config), state.round)
         body = body.model_copy(update={"task_ids": task_ids, "n_tasks": None})
-        record["val_task_ids"] = task_ids
+        record.val_task_ids = task_ids
     for mask_seed in range(gate.mask_seed, gate.mask_seed + MASK_SEED_ATTEMPTS):
         try:
             job = context.clients.evaluator.submit(
@@ -124,7 +122,7 @@ def submit_gate(context: RunContext, state: RunState, record: dict[str, Any]) ->
                 raise
             context.console.print(f"round {state.round}: mask seed {mask_seed}: {error}")
             continue
-        record["mask_seed"] = mask_seed
+        record.mask_seed = mask_seed
         return job
     return None
 
@@ -146,7 +144,7 @@ def keep_bank_without_gate(
     return state.bank_id
 
 
-def admit_without_gate(context: RunContext, state: RunState, record: dict[str, Any]) -> int:
+def admit_without_gate(context: RunContext, state: RunState, record: RoundRecord) -> int:
     """The no-gate ablation: every candidate joins the bank untested (operator rights:
     creating a bank and moving an alias is the gate's or an operator's act)."""
     round_index = state.round
@@ -156,7 +154,7 @@ def admit_without_gate(context: RunContext, state: RunState, record: dict[str, A
     operator = RegistryClient(context.record.service_url("registry"), token)
     try:
         bank = pin_bank(operator, state.bank_id, None)
-        candidates = [operator.get_candidate(i) for i in record.get("candidate_ids", [])]
+        candidates = [operator.get_candidate(i) for i in record.candidate_ids]
         key = f"{context.run_id}:admit-all:{round_index}"
         new = operator.create_bank(
             admitted_entries(bank, candidates, context.config),

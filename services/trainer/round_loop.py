@@ -36,7 +36,7 @@ def train_round(
     config, round_index = context.config, state.round
     registry, record = context.clients.registry, context.record.round(round_index)
     try:
-        bank = pin_bank(registry, state.bank_id, record.get("bank_hash"))
+        bank = pin_bank(registry, state.bank_id, record.bank_hash)
     except Unavailable as error:
         raise context.registry_unavailable(error) from None
     curriculum, injected = curriculum_from_bank(bank, config)

@@ -88,8 +88,57 @@ class RunState(BaseModel):
         return cls.model_validate({**data, "schema_version": STATE_SCHEMA_VERSION})
 
 
+class RoundRecord(BaseModel):
+    """One round's entry in `run.json`: what each phase did, grouped by the module that
+    writes it. A key is absent until its phase writes it (the file keeps that shape); keys an
+    earlier or later trainer wrote are kept as they are."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    round: int = Field(ge=0)
+    # round_loop: S_t as pinned, and the curriculum built from it
+    bank_id: int | None = None
+    bank_hash: str | None = None
+    curriculum_state_id: str | None = None
+    q: float | None = None
+    rho: dict[str, float] | None = None
+    # checkpoints
+    checkpoint_id: str | None = None
+    checkpoint_uri: str | None = None
+    step: int | None = None
+    # evidence (or, without the skill loop, only the count)
+    all_wrong_groups: int | None = None
+    evidence_ids: list[int] | None = None
+    evidence_uri: str | None = None
+    # candidate_compile
+    compile_job_id: str | None = None
+    candidate_ids: list[int] = Field(default_factory=list)
+    funnel: dict[str, Any] | None = None
+    verification: list[dict[str, Any]] | None = None
+    # gate_round
+    gate_job_id: str | None = None
+    val_task_ids: list[str] | None = None
+    mask_seed: int | None = None
+    gate_status: str | None = None
+    gate_error: str | None = None
+    gate_run_id: int | None = None
+    gate_decision_id: int | None = None
+    next_bank_id: int | None = None
+    adopted: bool | None = None
+    admitted_untested: list[int] | None = None
+
+    def update(self, **fields: Any) -> None:
+        """Set these fields (each validated); a name the record does not declare is an error,
+        not a new key."""
+        unknown = set(fields) - set(type(self).model_fields)
+        if unknown:
+            raise AttributeError(f"RoundRecord has no field {', '.join(sorted(unknown))}")
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
 class RunRecord:
-    """`run.json`: the run's id, config, services and one entry per round."""
+    """`run.json`: the run's id, config, services and one `RoundRecord` per round."""
 
     def __init__(self, out: Path, config: TrainerConfig) -> None:
         self.path = out / RUN_FILE
@@ -98,21 +147,25 @@ class RunRecord:
             "config": json.loads(json.dumps(config.as_dict())),  # tuples as JSON lists
             "rounds": [],
         }
+        self.rounds = [RoundRecord.model_validate(entry) for entry in self.data["rounds"]]
 
     @property
     def run_id(self) -> str:
         return self.data["run_id"]  # fixed at the run's first start
 
-    def round(self, round_index: int) -> dict[str, Any]:
-        rounds = self.data["rounds"]
-        while len(rounds) <= round_index:
-            rounds.append({"round": len(rounds)})
-        return rounds[round_index]
+    def round(self, round_index: int) -> RoundRecord:
+        while len(self.rounds) <= round_index:
+            self.rounds.append(RoundRecord(round=len(self.rounds)))
+        return self.rounds[round_index]
 
     def service_url(self, name: str) -> str:
         return self.data["services"][name]
 
     def save(self) -> None:
+        # only the keys a phase wrote: a round's entry grows as its phases run
+        self.data["rounds"] = [
+            entry.model_dump(mode="json", exclude_unset=True) for entry in self.rounds
+        ]
         write_json(self.path, self.data)
 
 

@@ -62,7 +62,7 @@ def admitting_run(tmp_path, registry, w) -> tuple[RunContext, dict]:
         operator_token=os.environ.get("TRAINER_OPERATOR_TOKEN"),
     )
     context.record.data["services"] = dict(context.clients.urls)
-    context.record.round(0)["candidate_ids"] = [w["add"].id, w["rewrite"].id]
+    context.record.round(0).candidate_ids = [w["add"].id, w["rewrite"].id]
     return context, RunState(round=0, phase="gate", bank_id=w["bank"].id, checkpoint_id="c")
 
 
@@ -81,8 +81,8 @@ def test_every_candidate_is_admitted_untested(tmp_path, registry, monkeypatch):
     assert new.parent_bank_id == w["bank"].id and new.q == w["bank"].q
     assert w["ops"].get_alias(w["alias"]).bank_id == new.id
     record = context.record.round(0)
-    assert record["adopted"] and record["next_bank_id"] == new.id
-    assert record["gate_status"] == "skipped: admitted without a gate (ablation)"
+    assert record.adopted and record.next_bank_id == new.id
+    assert record.gate_status == "skipped: admitted without a gate (ablation)"
 
 
 def test_without_an_operator_token_the_run_stops_and_says_so(tmp_path, registry, monkeypatch):

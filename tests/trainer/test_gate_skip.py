@@ -89,7 +89,7 @@ def a_run(tmp_path, n_entries: int, candidates: list[int], evaluator=None, admit
         RecordingRegistryDouble(n_entries), evaluator or RecordingEvaluatorDouble(), None, urls
     )
     run.record.data["services"] = urls
-    run.record.round(0)["candidate_ids"] = candidates
+    run.record.round(0).candidate_ids = candidates
     state = RunState(round=0, phase="gate", bank_id=5, checkpoint_id="ckpt")
     next_bank = gate_round(run, state)
     return run, next_bank
@@ -100,8 +100,8 @@ def test_an_empty_bank_without_candidates_keeps_s_t_and_asks_no_gate(tmp_path):
     assert run.clients.evaluator.submitted == []
     assert next_bank == 5
     record = run.record.round(0)
-    assert record["adopted"] is False and record["next_bank_id"] == 5
-    assert record["gate_status"].startswith("skipped")
+    assert record.adopted is False and record.next_bank_id == 5
+    assert record.gate_status.startswith("skipped")
 
 
 def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(tmp_path):
@@ -109,7 +109,7 @@ def test_a_gate_runs_when_the_bank_or_the_candidates_give_it_something_to_test(t
         run, next_bank = a_run(tmp_path / f"{n_entries}-{len(candidates)}", n_entries, candidates)
         assert len(run.clients.evaluator.submitted) == 1
         assert run.clients.evaluator.submitted[0]["candidate_ids"] == candidates
-        assert next_bank == 99 and run.record.round(0)["adopted"] is True
+        assert next_bank == 99 and run.record.round(0).adopted is True
 
 
 def test_the_gate_admits_by_the_lower_bound_only_when_the_config_says_so(tmp_path):
@@ -127,8 +127,8 @@ def test_an_unidentifiable_design_is_drawn_again_from_the_next_mask_seed(tmp_pat
         first + 1,
         first + 2,
     ]
-    assert run.record.round(0)["mask_seed"] == first + 2
-    assert next_bank == 99 and run.record.round(0)["adopted"] is True
+    assert run.record.round(0).mask_seed == first + 2
+    assert next_bank == 99 and run.record.round(0).adopted is True
 
 
 def test_when_no_mask_seed_identifies_the_design_s_t_stays_and_training_goes_on(tmp_path):
@@ -136,8 +136,8 @@ def test_when_no_mask_seed_identifies_the_design_s_t_stays_and_training_goes_on(
     assert len(run.clients.evaluator.submitted) == MASK_SEED_ATTEMPTS
     assert next_bank == 5
     record = run.record.round(0)
-    assert record["adopted"] is False and record["next_bank_id"] == 5
-    assert record["gate_status"] == "skipped: no identifiable design"
+    assert record.adopted is False and record.next_bank_id == 5
+    assert record.gate_status == "skipped: no identifiable design"
 
 
 def test_any_other_refusal_stops_the_run_without_a_second_try(tmp_path):

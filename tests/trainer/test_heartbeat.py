@@ -75,7 +75,7 @@ def test_the_trainer_beats_while_it_waits_on_a_gate(tmp_path, monkeypatch) -> No
     evaluator = LongGate(tmp_path)
     context.clients = SimpleNamespace(evaluator=evaluator, registry=None)  # what gate_round reads
     context.record.data["services"] = {"evaluator": "http://evaluator"}
-    context.record.round(0)["candidate_ids"] = [1]
+    context.record.round(0).candidate_ids = [1]
     state = RunState(round=0, phase="gate", bank_id=7, checkpoint_id="run-r0")
     assert gate_round(context, state) == 8  # S_{t+1}: the gate's bank
     assert evaluator.moved == [True]

@@ -66,3 +66,34 @@ def test_a_state_with_a_key_the_schema_lacks_or_a_wrong_phase_is_refused():
     state = RunState(bank_id=1)
     with pytest.raises(ValueError):  # assignment is checked too: a phase sets only a phase
         state.phase = "done"
+
+
+def test_a_round_record_holds_what_its_phases_wrote_and_reads_back(tmp_path):
+    context = a_context(tmp_path)
+    record = context.record.round(1)  # round 0's entry comes first
+    record.update(bank_id=5, bank_hash="h5", checkpoint_id="r-r1", candidate_ids=[3, 4])
+    record.gate_status, record.adopted = "complete", True
+    context.record.save()
+    rounds = json.loads((tmp_path / "run.json").read_text())["rounds"]
+    assert rounds == [  # a key appears once its phase wrote it, as before the model
+        {"round": 0},
+        {"round": 1, "bank_id": 5, "bank_hash": "h5", "checkpoint_id": "r-r1",
+         "candidate_ids": [3, 4], "gate_status": "complete", "adopted": True},
+    ]  # fmt: skip
+    assert a_context(tmp_path).record.round(1) == record
+
+
+def test_a_round_record_refuses_a_field_it_lacks_and_keeps_an_earlier_trainers_keys(tmp_path):
+    context = a_context(tmp_path)
+    with pytest.raises(AttributeError, match="gate_stauts"):
+        context.record.round(0).update(gate_stauts="complete")
+    with pytest.raises(ValueError):
+        context.record.round(0).candidate_ids = ["c1"]  # candidates are registry ids
+    context.record.save()
+    run_json = json.loads((tmp_path / "run.json").read_text())
+    run_json["rounds"] = [{"round": 0, "retired_key": 1}]  # a key no trainer writes now
+    (tmp_path / "run.json").write_text(json.dumps(run_json))
+    a_context(tmp_path).record.save()
+    assert json.loads((tmp_path / "run.json").read_text())["rounds"] == [
+        {"round": 0, "retired_key": 1}
+    ]
