@@ -13,7 +13,11 @@ from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RoundRecord, RunContext, RunError, RunState, unavailable
 from services.trainer.validation import gate_task_ids, val_task_ids
-from shared.contracts.evaluator_api.client import EvaluatorError, JobFailed
+from shared.contracts.evaluator_api.client import (
+    EvaluatorError,
+    EvaluatorUnavailable,
+    JobFailed,
+)
 from shared.contracts.evaluator_api.schemas import (
     DESIGN_NOT_IDENTIFIED,
     AdmitRule,
@@ -57,9 +61,9 @@ def gate_round(context: RunContext, state: RunState) -> int:
         job = failed.job
     except TimeoutError as error:
         raise RunError(f"{error}; rerun the same command to wait on it again") from None
+    except EvaluatorUnavailable as error:  # no answer, or only 5xx, after every retry
+        raise unavailable("evaluator", url, error, "intraskill gate serve") from None
     except EvaluatorError as error:
-        if error.status_code == 0:
-            raise unavailable("evaluator", url, error, "intraskill gate serve") from None
         raise RunError(f"the evaluator refused the gate: {error}") from None
     except (httpx.HTTPError, StackError) as error:
         raise unavailable("evaluator", url, error, "intraskill gate serve") from None

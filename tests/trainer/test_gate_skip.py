@@ -17,6 +17,7 @@ from services.trainer.run_context import RunContext, RunError, RunRecord, RunSta
 from services.trainer.service_lifecycle import ServiceClients
 from shared.contracts.evaluator_api.client import EvaluatorError
 from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED, JobPublic
+from tests.contracts.scripted_evaluator import serving
 
 CONFIG = "configs/simulated-tiny.toml"
 
@@ -145,3 +146,12 @@ def test_any_other_refusal_stops_the_run_without_a_second_try(tmp_path):
     with pytest.raises(RunError, match="the evaluator refused the gate"):
         a_run(tmp_path, 2, [11], evaluator=evaluator)
     assert len(evaluator.submitted) == 1
+
+
+def test_an_evaluator_that_keeps_answering_503_stops_the_run_as_unreachable(tmp_path):
+    busy = {("GET", "/v1/gate-jobs"): [(503, {"detail": "busy"})]}  # every retry spent
+    with (
+        serving(busy, retries=1) as (_double, evaluator),
+        pytest.raises(RunError, match="unreachable after retries"),
+    ):
+        a_run(tmp_path, 2, [11], evaluator=evaluator)
