@@ -7,6 +7,7 @@ from services.trainer.policy import Policy
 from services.trainer.policy_loading import simulated_model
 from services.trainer.run_context import RunContext, RunState, write_json
 from shared.registry_api.client import Conflict, Unavailable
+from shared.registry_api.schemas import CheckpointCreate
 
 TRAINER_STATE_FILE = "trainer_state.json"
 
@@ -27,12 +28,9 @@ def save_checkpoint(context: RunContext, state: RunState, policy: Policy, round_
         context.clients.registry.request(
             "POST",
             "/v1/checkpoints",
-            json={
-                "id": checkpoint_id,
-                "uri": folder.as_uri(),
-                "step": state.step,
-                "round": round_index,
-            },
+            json=CheckpointCreate(
+                id=checkpoint_id, uri=folder.as_uri(), step=state.step, round=round_index
+            ).model_dump(mode="json"),
             idempotency_key=f"{context.run_id}:checkpoint:{round_index}",
         )
     except Conflict:
