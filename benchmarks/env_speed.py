@@ -43,8 +43,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def load_search_kernel() -> float:
     """Seconds to load (or, the first time, compile) the search kernel: once per process."""
-    from shared.shopsim.catalog import generate_catalog
-    from shared.shopsim.search import Bm25Index
+    from shared.runtime.shopsim.catalog import generate_catalog
+    from shared.runtime.shopsim.search import Bm25Index
 
     started = time.perf_counter()
     Bm25Index(generate_catalog(100, 1).catalog).search("black")
@@ -53,12 +53,12 @@ def load_search_kernel() -> float:
 
 def measure(size: int, tasks: int, replays: int, queries: int, seed: int) -> dict[str, object]:
     """Everything for one catalogue size (runs inside the child process)."""
-    from shared.shopsim.agents import HeuristicAgent, run_episode
-    from shared.shopsim.catalog import generate_catalog
-    from shared.shopsim.env import ShopEnv
-    from shared.shopsim.presets import PRESETS
-    from shared.shopsim.tasks import TaskSettings, generate_tasks
-    from shared.shopsim.world import World
+    from shared.runtime.shopsim.agents import HeuristicAgent, run_episode
+    from shared.runtime.shopsim.catalog import generate_catalog
+    from shared.runtime.shopsim.env import ShopEnv
+    from shared.runtime.shopsim.presets import PRESETS
+    from shared.runtime.shopsim.tasks import TaskSettings, generate_tasks
+    from shared.runtime.shopsim.world import World
 
     kernel_seconds = load_search_kernel()
     baseline = rss_mib()
@@ -154,7 +154,7 @@ class TantivyIndex:
     def __init__(self, catalog: object) -> None:
         import tantivy
 
-        from shared.shopsim.search_text import FIELDS, FieldTokenizer
+        from shared.runtime.shopsim.search_text import FIELDS, FieldTokenizer
 
         started = time.perf_counter()
         products = catalog.products  # type: ignore[attr-defined]
@@ -181,7 +181,7 @@ class TantivyIndex:
         self.build_seconds = time.perf_counter() - started
 
     def search(self, query: str, k: int = 150) -> list[int]:
-        from shared.shopsim.search_text import FIELD_WEIGHTS, query_phrases
+        from shared.runtime.shopsim.search_text import FIELD_WEIGHTS, query_phrases
 
         make, should = self._tantivy.Query, self._tantivy.Occur.Should
         clauses = [  # a phrase's tokens as separate terms: tantivy had no phrases here
@@ -200,9 +200,9 @@ def compare_engines(size: int, queries: int, seed: int) -> dict[str, object]:
     """Build and query the engines on one catalogue and one query set: ShopSim's `bm25`
     (precomputed FTS5 bm25() postings), SQLite FTS5 itself (the reference's engine) and, when
     tantivy is installed, the former tantivy engine. Agreement is measured against FTS5."""
-    from shared.shopsim.catalog import generate_catalog
-    from shared.shopsim.search import Bm25Index
-    from shared.shopsim.search_fts5 import Fts5Index
+    from shared.runtime.shopsim.catalog import generate_catalog
+    from shared.runtime.shopsim.search import Bm25Index
+    from shared.runtime.shopsim.search_fts5 import Fts5Index
 
     load_search_kernel()
     generated = generate_catalog(size, seed)

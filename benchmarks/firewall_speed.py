@@ -12,7 +12,7 @@ import argparse
 import statistics
 import time
 
-from shared.leak import find_leaks
+from shared.runtime.leak import find_leaks
 from tests.analyst.test_firewall import EN_GOLD, LEAKS, SAFE, ZH_GOLD
 
 TEXTS_PER_CARD = 8

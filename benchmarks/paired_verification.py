@@ -24,10 +24,10 @@ from pathlib import Path
 
 from services.analyst.live import verify_repair
 from services.analyst.mechanisms import LIBRARY
-from shared.agent.backends import make_backend
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.chunks import ChunkContent
-from shared.shopsim.env import ShopEnv
+from shared.contracts.chunks import ChunkContent
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.runtime.shopsim.env import ShopEnv
 
 REPO = Path(__file__).resolve().parents[1]
 HOLLOW = ChunkContent(title="Try harder.", applies_when="Always.", procedure=["Try harder."],

@@ -64,8 +64,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from shared.auth import hash_token  # noqa: E402
-from shared.http_retry import wait_until_ready  # noqa: E402
+from shared.contracts.http_retry import wait_until_ready  # noqa: E402
+from shared.kit.auth import hash_token  # noqa: E402
 
 TOKENS = {"operator": "bench-operator", "analyst": "bench-analyst", "reader": "bench-reader"}
 

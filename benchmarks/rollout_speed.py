@@ -41,12 +41,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 
-from shared.agent.backends import make_backend
-from shared.agent.backends.openai_backend import OpenAIBackend
-from shared.agent.backends.transformers_backend import TransformersBackend
-from shared.agent.decoding import DecodingConfig
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.backends.openai_backend import OpenAIBackend
+from shared.runtime.agent.backends.transformers_backend import TransformersBackend
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+from shared.runtime.shopsim.env import ShopEnv
 
 MODES = ("a0", "a", "b", "c", "d")
 MODE_NAMES = {
@@ -144,8 +144,8 @@ def server_backend(args: argparse.Namespace) -> tuple[OpenAIBackend, Any]:
     """Mode (d)'s client, and the server this script started (None when given a URL)."""
     if args.server_url:
         return OpenAIBackend(args.server_url, args.served_name, concurrency=64), None
-    from shared.agent.models import DEFAULT_CACHE, model_identity, resolve_model
-    from shared.agent.serve import ServeOptions, free_port, start_server
+    from shared.runtime.agent.models import DEFAULT_CACHE, model_identity, resolve_model
+    from shared.runtime.agent.serve import ServeOptions, free_port, start_server
 
     path = resolve_model(args.model, DEFAULT_CACHE)
     options = ServeOptions(

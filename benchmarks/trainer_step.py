@@ -39,12 +39,12 @@ from services.trainer.policy import Policy, micro_batches
 from services.trainer.rollouts import EngineRollouts
 from services.trainer.step import TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
-from shared.agent.advantage import training_samples
-from shared.agent.backends.transformers_backend import TransformersBackend
-from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
-from shared.agent.models import resolve_model
-from shared.agent.runner import RolloutConfig
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.advantage import training_samples
+from shared.runtime.agent.backends.transformers_backend import TransformersBackend
+from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
+from shared.runtime.agent.models import resolve_model
+from shared.runtime.agent.runner import RolloutConfig
+from shared.runtime.shopsim.env import ShopEnv
 
 PHASES = ("generation", "scoring", "old_logprobs", "update")
 

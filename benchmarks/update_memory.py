@@ -30,10 +30,10 @@ import torch
 
 from services.trainer.config import TrainerConfig
 from services.trainer.policy import Policy
-from shared.agent.advantage import TrainingSample
-from shared.agent.decoding import CPU_DECODING
-from shared.agent.models import resolve_model
-from shared.agent.trajectory import Segment
+from shared.runtime.agent.advantage import TrainingSample
+from shared.runtime.agent.decoding import CPU_DECODING
+from shared.runtime.agent.models import resolve_model
+from shared.runtime.agent.trajectory import Segment
 
 FIRST_PROMPT, TURNS, REPLY, PAGE = 600, 4, 12, 100
 

@@ -48,7 +48,7 @@ step update 240 "$PYTHON" -m accelerate.commands.launch \
   --config_file configs/accelerate_fsdp.yaml --num_processes 1 \
   -m services.trainer.gpu_check update --out "$WORK/parts/update.json"
 step generate 90 "$PYTHON" -m services.trainer.gpu_check generate --out "$WORK/parts/generate.json"
-step train_run 150 "$PYTHON" -m shared.cli train run --config configs/gpu-check.toml \
+step train_run 150 "$PYTHON" -m shared.apps.cli train run --config configs/gpu-check.toml \
   --out "$WORK/run"
 "$PYTHON" -m services.trainer.gpu_check run-figures "$WORK/run" --out "$WORK/parts/train_run.json"
 

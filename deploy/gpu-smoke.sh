@@ -32,7 +32,7 @@ SERVE=("$VENV/bin/intraskill" agent serve smollm2 --weight-updates --python "$VL
   --vllm-arg=--enforce-eager)
 STANDIN=("$VENV/bin/python" -m tests.trainer.analyst_standin --folder "$OUT/analyst-standin")
 TRAIN=("$VENV/bin/accelerate" launch --config_file configs/accelerate_fsdp.yaml --num_processes 1
-  -m shared.cli train run --config "$CONFIG" --out "$OUT/run")
+  -m shared.apps.cli train run --config "$CONFIG" --out "$OUT/run")
 
 report() {  # the figures of a finished run folder, one line per step
   "$VENV/bin/python" - "$1" <<'PY'
@@ -92,7 +92,7 @@ until grep -q '^base_url: ' "$OUT/serve.out"; do
 done
 echo "gpu-smoke: server up after $(( SECONDS - started )) s"
 
-standin_port=$("$VENV/bin/python" -c 'from shared.agent.serve import free_port; print(free_port())')
+standin_port=$("$VENV/bin/python" -c 'from shared.runtime.agent.serve import free_port; print(free_port())')
 setsid "${STANDIN[@]}" --port "$standin_port" >"$OUT/standin.out" 2>&1 &
 pids+=($!)
 

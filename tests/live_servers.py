@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.http_retry import wait_until_ready
+from shared.contracts.http_retry import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_URL = os.environ.get("REGISTRY_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -38,7 +38,7 @@ def start_server(
     """`intraskill <command> --port <port>` from the repository root; output to `log` (or
     discarded). `env` adds to this process's environment; servers run BLAS single-threaded."""
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    argv = [sys.executable, "-m", "shared.cli", *command, "--port", str(port)]
+    argv = [sys.executable, "-m", "shared.apps.cli", *command, "--port", str(port)]
     with log.open("w") if log is not None else nullcontext(subprocess.DEVNULL) as out:
         return subprocess.Popen(
             argv, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT

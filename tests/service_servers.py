@@ -11,7 +11,7 @@ from pathlib import Path
 
 from registry_server import GRANTS, ROLES, TOKENS
 
-from shared.auth import hash_token
+from shared.kit.auth import hash_token
 from tests.live_servers import live_server
 
 # On a loaded machine a service's start (statsmodels and torch imports) has taken over three

@@ -3,10 +3,10 @@ jobs (POST -> 202 + job id, GET polls), funnels out.
 
     intraskill analyst serve --port 8200      # reads ANALYST_* settings
 
-Routes are thin: validate, store or submit, answer. The contract is `shared/analyst_api`.
-Every route but `/healthz`, `/readyz` and `/metrics` wants a bearer token (`shared/auth.py`,
+Routes are thin: validate, store or submit, answer. The contract is `shared/contracts/analyst_api`.
+Every route but `/healthz`, `/readyz` and `/metrics` wants a bearer token (`shared/kit/auth.py`,
 grants in ANALYST_TOKENS) whose role the route admits: 401 without one, 403 for another role.
-Bodies pass `shared/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job
+Bodies pass `shared/kit/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job
 POST's `Idempotency-Key` is the caller's own, bound to the body (replay, or 409); what a job
 needs from the registry is checked at submit (422 naming the field, 503 + Retry-After when the
 registry is away); each submitter role queues at most `max_queued` jobs (429 + Retry-After).
@@ -26,7 +26,7 @@ from fastapi import Path as FastPath
 
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupConflict, GroupStore
-from shared.analyst_api.schemas import (
+from shared.contracts.analyst_api.schemas import (
     AllWrongGroupPublic,
     AllWrongGroupSubmit,
     ColdStartCreate,
@@ -36,14 +36,14 @@ from shared.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
-from shared.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
-from shared.observability import instrument
-from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
-from shared.registry_api.client import NotFound, RegistryClient, RegistryError
-from shared.registry_api.schemas import Role
-from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
-from shared.service_jobs import JobStore, now, submit_as
-from shared.validation_errors import install_validation_errors, json_safe
+from shared.contracts.registry_api.client import NotFound, RegistryClient, RegistryError
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
+from shared.kit.observability import instrument
+from shared.kit.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
+from shared.kit.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
+from shared.kit.service_jobs import JobStore, now, submit_as
+from shared.kit.validation_errors import install_validation_errors, json_safe
 
 # Who may do what: the trainer hands in its all-wrong groups and asks for each round's compile;
 # an operator starts the cold start; the trainer, operators and readers read. Any other role
@@ -322,7 +322,7 @@ def create_app(
 
     def validation_tasks(preset: str) -> int | None:
         """The val split's size of the world Gate A runs on (None: a world folder decides)."""
-        from shared.shopsim.presets import PRESETS
+        from shared.runtime.shopsim.presets import PRESETS
 
         return None if settings.env_path else PRESETS[preset].counts["val"]
 

@@ -12,16 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from services.analyst.live import PairedVerification, verifying_trial
-from shared.analyst_api.schemas import CardVerification
-from shared.chunks import ChunkContent
-from shared.leak import GoldFacts, find_leaks
-from shared.registry_api.schemas import (
+from shared.contracts.analyst_api.schemas import CardVerification
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import (
     BankEntryPublic,
     CardCreate,
     CardOutcome,
     DeployableAbstraction,
     FirewallFinding,
 )
+from shared.runtime.leak import GoldFacts, find_leaks
 
 DEPLOYABLE_TEXT_FIELDS = (
     "failure_mechanism",

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from shared.service_cli import command_group, run_command, serve_app
+from shared.kit.service_cli import command_group, run_command, serve_app
 
 if TYPE_CHECKING:
-    from shared.leak import GoldFacts
+    from shared.runtime.leak import GoldFacts
 
 app = command_group(
     "analyst", "Slow loop: gold firewall, failure analysis, compiler, cold start, service."
@@ -38,7 +38,7 @@ def firewall(
 ) -> None:
     """Run the gold firewall on each case: admitted or not, and the findings with the
     canonical form that matched (the analyst's own `find_leaks`)."""
-    from shared.leak import canonical_form, find_leaks, reason
+    from shared.runtime.leak import canonical_form, find_leaks, reason
 
     try:
         cases = json.loads(file.read_text(encoding="utf-8"))
@@ -67,7 +67,7 @@ def firewall(
 
 def _case_gold(index: int, case: object) -> GoldFacts:
     """A case's gold facts; a case without text, or with a malformed gold, names itself."""
-    from shared.leak import GoldFacts
+    from shared.runtime.leak import GoldFacts
 
     name = case.get("name", index) if isinstance(case, dict) else index
     if not isinstance(case, dict) or not isinstance(case.get("text"), str):

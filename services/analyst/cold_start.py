@@ -38,23 +38,23 @@ from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import episode_seed, make_policy
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
-from shared.agent.runner import EpisodeSpec, run_episodes
-from shared.agent.trajectory import Trajectory
-from shared.analyst_api.schemas import ColdStartCreate, ColdStartResult
-from shared.chunks import ChunkContent, render_chunk
+from shared.contracts.analyst_api.schemas import ColdStartCreate, ColdStartResult
+from shared.contracts.chunks import ChunkContent, render_chunk
 from shared.contracts.evaluator_api.client import EvaluatorClient
 from shared.contracts.evaluator_api.schemas import GateAJobCreate, JobPublic
-from shared.hashing import content_hash
-from shared.leak import GoldFacts
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.hashing import content_hash
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     CardCreate,
     CardOutcome,
     ChunkSource,
     DeployableAbstraction,
     GateStatus,
 )
-from shared.shopsim.task import Task
+from shared.runtime.agent.runner import EpisodeSpec, run_episodes
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.leak import GoldFacts
+from shared.runtime.shopsim.task import Task
 
 BATCH_CARDS, MAX_CLUSTERS_PER_BATCH, MAX_DRAFTS = 40, 12, 16
 SUCCESS_CARDS_PER_TRAJECTORY = 2

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from services.analyst.cards import chunk_texts
 from services.analyst.embeddings import DUPLICATE_SIMILARITY
 from services.analyst.mechanisms import WORKFLOW
-from shared.chunks import ChunkContent, render_chunk
-from shared.hashing import content_hash
-from shared.leak import GoldFacts, find_leaks
-from shared.registry_api.schemas import BankEntryPublic, CardCreate, CardOutcome
+from shared.contracts.chunks import ChunkContent, render_chunk
+from shared.contracts.hashing import content_hash
+from shared.contracts.registry_api.schemas import BankEntryPublic, CardCreate, CardOutcome
+from shared.runtime.leak import GoldFacts, find_leaks
 
 MAX_CANDIDATES = 6
 # text, earlier texts -> (index, similarity) of the closest earlier one, or None

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from services.analyst.trace import TraceFacts
-from shared.agent.trajectory import Trajectory
-from shared.shopsim.task import Task
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.shopsim.task import Task
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from shared.agent.backends.base import PolicyBackend, TurnOutput, TurnRequest
-from shared.agent.backends.procedural import ProceduralPolicy, action_output
-from shared.agent.prompts import get_layout
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.agent.trajectory import StepRecord, Trajectory
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
-from shared.hashing import content_hash
-from shared.registry_api.schemas import BankEntryPublic
-from shared.shopsim.types import Environment
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.contracts.hashing import content_hash
+from shared.contracts.registry_api.schemas import BankEntryPublic
+from shared.runtime.agent.backends.base import PolicyBackend, TurnOutput, TurnRequest
+from shared.runtime.agent.backends.procedural import ProceduralPolicy, action_output
+from shared.runtime.agent.prompts import get_layout
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.runtime.agent.trajectory import StepRecord, Trajectory
+from shared.runtime.shopsim.types import Environment
 
 PROPOSAL_SLUG = "card-proposal"
 Arm = Literal["with", "without"]

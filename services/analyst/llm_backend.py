@@ -34,8 +34,8 @@ from services.analyst.diagnosis import diagnose
 from services.analyst.live import bank_chunks
 from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.trace import gold_facts, gold_price, read_trace
-from shared.chunks import ChunkContent, render_skill_block
-from shared.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
+from shared.contracts.chunks import ChunkContent, render_skill_block
+from shared.contracts.registry_api.schemas import CardCreate, CardOutcome, DeployableAbstraction
 
 _REDACTIONS = (
     (re.compile(r"\bB0[0-9A-Z]{8}\b"), "<product-id>"),

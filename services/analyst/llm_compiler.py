@@ -37,8 +37,8 @@ from services.analyst.compiler import (
     eligible_cards,
 )
 from services.analyst.embeddings import DUPLICATE_SIMILARITY
-from shared.chunks import ChunkContent
-from shared.registry_api.schemas import BankEntryPublic, CardCreate
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import BankEntryPublic, CardCreate
 
 SYSTEM_PROMPT = """You compile a shopping agent's failure cards into skill-chunk candidates.
 Each card is one trajectory's proposed repair. Merge cards that describe the same failure

@@ -3,7 +3,7 @@ name, each with a deployable chunk template (applies when / procedure / verify /
 
 Templates hold no gold and no task detail: they are the reusable procedure, conditioned by
 their own trigger. Their titles carry the cue phrases the `procedural` test-double policy
-recognises (`shared.agent.backends.procedural.MECHANISM_CUES`), so a live test with the
+recognises (`shared.runtime.agent.backends.procedural.MECHANISM_CUES`), so a live test with the
 procedural policy follows exactly the repair a card proposes.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.chunks import ChunkContent
+from shared.contracts.chunks import ChunkContent
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,18 @@ from services.analyst.diagnosis import Divergence, diagnose
 from services.analyst.live import PairedVerification, bank_chunks, default_tester, verify_repair
 from services.analyst.mechanisms import LIBRARY, addressed_mechanisms
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
-from shared.agent.backends.base import PolicyBackend
-from shared.agent.backends.procedural import recognised_mechanisms
-from shared.agent.runner import RolloutConfig
-from shared.agent.trajectory import Trajectory
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.contracts.registry_api.schemas import (
     BankEntryPublic,
     CardCreate,
     CardOutcome,
     DeployableAbstraction,
 )
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.backends.base import PolicyBackend
+from shared.runtime.agent.backends.procedural import recognised_mechanisms
+from shared.runtime.agent.runner import RolloutConfig
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.shopsim.env import ShopEnv
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.auth import TokenGrant
+from shared.kit.auth import TokenGrant
 
 
 class AnalystSettings(BaseSettings):
@@ -78,14 +78,14 @@ class AnalystSettings(BaseSettings):
     def registry_client(self, **options):
         """A client for the registry with this service's token (`options`: the client's
         timeout and retries)."""
-        from shared.registry_api.client import RegistryClient
+        from shared.contracts.registry_api.client import RegistryClient
 
         if self.registry_token is None:
             raise LookupError("ANALYST_REGISTRY_TOKEN is not set")
         return RegistryClient(self.registry_url, self.registry_token.get_secret_value(), **options)
 
     def make_env(self, preset: str | None = None):
-        from shared.shopsim.env import ShopEnv
+        from shared.runtime.shopsim.env import ShopEnv
 
         if self.env_path:
             return ShopEnv.load(self.env_path)
@@ -98,7 +98,7 @@ class AnalystSettings(BaseSettings):
             return policy
         if self.verifier == "procedural":
             return None
-        from shared.agent.backends import make_backend
+        from shared.runtime.agent.backends import make_backend
 
         if not (self.llm_base_url and self.llm_model):
             raise LookupError(
@@ -108,8 +108,8 @@ class AnalystSettings(BaseSettings):
         return make_backend("openai", self.llm_model, base_url=self.llm_base_url, api_key=key)
 
     def rollout_config(self):
-        from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
-        from shared.agent.runner import RolloutConfig
+        from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
+        from shared.runtime.agent.runner import RolloutConfig
 
         decoding = PAPER_DECODING if self.decoding == "paper" else CPU_DECODING
         extra = {"prompt_version": self.prompt_version} if self.prompt_version else {}

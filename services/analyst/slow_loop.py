@@ -24,9 +24,7 @@ from services.analyst.live import bank_chunks, skill_block_hash
 from services.analyst.rules_backend import AnalysisInput
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore
-from shared.agent.runner import EpisodeSpec, run_episodes
-from shared.agent.trajectory import Trajectory
-from shared.analyst_api.schemas import (
+from shared.contracts.analyst_api.schemas import (
     AllWrongGroupPublic,
     CandidateSummary,
     CompileRoundCreate,
@@ -34,10 +32,10 @@ from shared.analyst_api.schemas import (
     FunnelCounts,
     PolicySpec,
 )
-from shared.chunks import ChunkContent
-from shared.hashing import hash_key
-from shared.registry_api.client import AuthError, Conflict, RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.hashing import hash_key
+from shared.contracts.registry_api.client import AuthError, Conflict, RegistryClient
+from shared.contracts.registry_api.schemas import (
     BankPublic,
     CandidateCreate,
     CandidateOperation,
@@ -45,6 +43,8 @@ from shared.registry_api.schemas import (
     CardPublic,
     RetryOutcome,
 )
+from shared.runtime.agent.runner import EpisodeSpec, run_episodes
+from shared.runtime.agent.trajectory import Trajectory
 
 Analyzer = Callable[[AnalysisInput], CardCreate]
 
@@ -55,7 +55,7 @@ class RetryMismatch(RuntimeError):
 
 def make_policy(spec: PolicySpec, settings: AnalystSettings):
     """The frozen checkpoint's policy backend, through the agent runtime's factory."""
-    from shared.agent.backends import make_backend
+    from shared.runtime.agent.backends import make_backend
 
     options = dict(settings.backend_options)
     if spec.backend == "openai":

@@ -15,8 +15,12 @@ import threading
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from shared.analyst_api.schemas import AllWrongGroupPublic, AllWrongGroupSubmit, FunnelCounts
-from shared.hashing import content_hash
+from shared.contracts.analyst_api.schemas import (
+    AllWrongGroupPublic,
+    AllWrongGroupSubmit,
+    FunnelCounts,
+)
+from shared.contracts.hashing import content_hash
 
 
 class GroupConflict(ValueError):

@@ -7,12 +7,12 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from shared.agent.trajectory import Trajectory
-from shared.leak import GoldFacts
-from shared.leak_catalog import CatalogIndex
-from shared.shopsim.product import Catalog
-from shared.shopsim.reward import resolve_sku_price
-from shared.shopsim.task import Task
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.leak import GoldFacts
+from shared.runtime.leak.catalog import CatalogIndex
+from shared.runtime.shopsim.product import Catalog
+from shared.runtime.shopsim.reward import resolve_sku_price
+from shared.runtime.shopsim.task import Task
 
 _PRODUCT_ID = re.compile(r"^B0[0-9A-Z]{8}$")
 _RESULT = re.compile(r"^\d+\. (\S+) \| (.*?) \| ", re.M)

@@ -20,8 +20,8 @@ from services.console.pages import audit, auth, banks, chunks, episodes, gates, 
 from services.console.sessions import SessionStore
 from services.console.settings import ConsoleSettings, get_settings
 from services.console.views import HERE, render
-from shared.observability import instrument
-from shared.registry_api.client import RegistryError
+from shared.contracts.registry_api.client import RegistryError
+from shared.kit.observability import instrument
 
 log = logging.getLogger("intraskill.console")
 

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from shared.service_cli import command_group, run_command
+from shared.kit.service_cli import command_group, run_command
 
 app = command_group("console", "Operator console: banks, chunks, gates, review, audit.")
 
@@ -24,8 +24,8 @@ app = command_group("console", "Operator console: banks, chunks, gates, review, 
 @contextmanager
 def run_registry(run_dir: Path):
     """The demo run's registry (its SQLite file and its tokens) on a free loopback port."""
-    from shared.demo.processes import start_registry
-    from shared.demo.services import run_tokens
+    from shared.apps.demo.services import run_tokens
+    from shared.kit.processes import start_registry
 
     database = run_dir / "registry.sqlite"
     if not database.exists():

@@ -13,7 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from shared.chunks import ChunkContent
+from shared.contracts.chunks import ChunkContent
 
 _CJK = "\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff"  # kana and CJK ideographs
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|\s+|[^\w\s]")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.registry_api.client import (
+from shared.contracts.registry_api.client import (
     AuthError,
     Conflict,
     Invalid,

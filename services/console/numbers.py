@@ -3,8 +3,8 @@ sentence per column the tables and plots explain themselves with."""
 
 from __future__ import annotations
 
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import GateRunPublic
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import GateRunPublic
 
 # One line per column that carries a number, shown as the column's tooltip and in the legend
 # under the table. The coefficient is a linear-probability effect: the fit regresses the

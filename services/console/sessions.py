@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 
 COOKIE = "console_session"
 LOGIN_COOKIE = "console_login"  # double-submit nonce for the login form (no session yet)

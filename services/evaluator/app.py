@@ -5,9 +5,9 @@ GET polls).
 
 Routes are thin: validate, plan what is cheap to check now (so a bad request is a 4xx naming
 the field, not a failed job), submit the job. Every route but `/healthz`, `/readyz` and
-`/metrics` wants a bearer token (`shared/auth.py`, grants in EVALUATOR_TOKENS) whose role the
+`/metrics` wants a bearer token (`shared/kit/auth.py`, grants in EVALUATOR_TOKENS) whose role the
 route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role. Bodies pass
-`shared/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job POST may
+`shared/kit/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job POST may
 carry an `Idempotency-Key` (the caller's own, bound to the body: replay or 409); each submitter
 role queues at most `max_queued` jobs (429 + Retry-After). The probes are coroutines that wait
 for no worker thread.
@@ -37,7 +37,6 @@ from services.evaluator.service import (
     registry_error_status,
 )
 from services.evaluator.settings import EvaluatorSettings
-from shared.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
 from shared.contracts.evaluator_api.schemas import (
     DESIGN_NOT_IDENTIFIED,
     EvalJobCreate,
@@ -45,13 +44,14 @@ from shared.contracts.evaluator_api.schemas import (
     GateJobCreate,
     RefitCreate,
 )
-from shared.observability import instrument
-from shared.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
-from shared.registry_api.client import RegistryClient, RegistryError
-from shared.registry_api.schemas import Role
-from shared.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
-from shared.service_jobs import JobPublic, JobStore, submit_as
-from shared.validation_errors import install_validation_errors, json_safe
+from shared.contracts.registry_api.client import RegistryClient, RegistryError
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles
+from shared.kit.observability import instrument
+from shared.kit.readiness import READY_RETRY_AFTER_S, folder_writable, registry_checks
+from shared.kit.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
+from shared.kit.service_jobs import JobPublic, JobStore, submit_as
+from shared.kit.validation_errors import install_validation_errors, json_safe
 
 TaskSource = Callable[[str], list[str]]
 # Who may do what: each job kind is submitted by the role whose work it is (the trainer's

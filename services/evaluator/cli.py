@@ -28,7 +28,7 @@ from services.evaluator.decision import (
 from services.evaluator.design import K_INIT, DesignError
 from services.evaluator.fit import SOLVERS, FitError
 from services.evaluator.gate_folder import GateFolderError, read_gate_folder
-from shared.service_cli import command_group, run_command, serve_app
+from shared.kit.service_cli import command_group, run_command, serve_app
 
 app = command_group(
     "gate", "Paired randomized validation gates: refit, cold-start (Gate A), serve."
@@ -63,7 +63,7 @@ def refit(
     ] = "coefficient",
 ) -> None:
     """Re-fit and re-select a gate from its raw per-task observations."""
-    from shared.registry_api.client import RegistryError
+    from shared.contracts.registry_api.client import RegistryError
 
     if solver is not None and solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")
@@ -190,8 +190,8 @@ def cold_start(
     from services.evaluator.service import gate_job, plan_gate_a_job
     from services.evaluator.settings import EvaluatorSettings
     from shared.contracts.evaluator_api.schemas import GateAJobCreate
-    from shared.registry_api.client import RegistryError
-    from shared.service_jobs import LocalContext
+    from shared.contracts.registry_api.client import RegistryError
+    from shared.kit.service_jobs import LocalContext
 
     if solver not in SOLVERS:
         raise typer.BadParameter(f"choose one of {', '.join(SOLVERS)}", param_hint="--solver")

@@ -16,7 +16,7 @@ from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, 
 from services.evaluator.selection import Selection, select
 from shared.contracts.evaluator_api.schemas import AdmitRule
 from shared.contracts.evaluator_api.schemas import EmptyBankPolicy as EmptyBankPolicy  # re-exported
-from shared.inclusion import rho_from_coefficients
+from shared.contracts.inclusion import rho_from_coefficients
 
 # the words of the wire contract (what each rule means is said there)
 EMPTY_BANK_POLICIES: tuple[str, ...] = ("keep", "adopt")

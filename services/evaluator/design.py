@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shared.contracts.evaluator_api.schemas import K_INIT as K_INIT  # the contract's default
-from shared.hashing import hash_key
+from shared.contracts.hashing import hash_key
 
 DEFAULT_MASK_SEED = 20260901
 DEFAULT_BUDGET = 10  # K of an interval gate

@@ -27,8 +27,8 @@ from services.evaluator.evaluation import (
     plot_report,
     report_from_folder,
 )
-from shared.noise_floor import aa_condition, comparison_label
-from shared.service_cli import command_group, run_command
+from shared.kit.service_cli import command_group, run_command
+from shared.runtime.noise_floor import aa_condition, comparison_label
 
 app = command_group(
     "evaluate",
@@ -144,7 +144,7 @@ def run(
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.settings import EvaluatorSettings
     from shared.contracts.evaluator_api.schemas import EvalJobCreate
-    from shared.service_jobs import LocalContext
+    from shared.kit.service_jobs import LocalContext
 
     final = {"bank_id": final_bank} if final_bank is not None else {"bank_alias": final_alias}
     try:

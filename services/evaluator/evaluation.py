@@ -35,8 +35,8 @@ from services.evaluator.pairing import (
     RolloutRequest,
     completed_record,
 )
-from shared.chunks import InjectedChunk
-from shared.paired_bootstrap import (
+from shared.contracts.chunks import InjectedChunk
+from shared.runtime.paired_bootstrap import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     Metric,

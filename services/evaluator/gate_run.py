@@ -35,7 +35,7 @@ from services.evaluator.pairing import (
     pair_records,
 )
 from services.evaluator.rollouts import OnRecord, RolloutRunner
-from shared.chunks import InjectedChunk
+from shared.contracts.chunks import InjectedChunk
 
 GateOutcomeStatus = Literal["complete", "incomplete", "failed"]
 Progress = Callable[[str, int, int], None]

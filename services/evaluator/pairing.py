@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from services.evaluator.design import GateDesign, included_ids, mask_row
 from services.evaluator.fit import COMPONENTS, PairedObservation
-from shared.hashing import content_hash
+from shared.contracts.hashing import content_hash
 
 Arm = Literal["bare", "masked"]
 RecordStatus = Literal["completed", "failed"]

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from shared.registry_api.client import RegistryClient, RegistryError
-from shared.registry_api.schemas import GateRunPublic, GateStatus
-from shared.service_jobs import JobStore
+from shared.contracts.registry_api.client import RegistryClient, RegistryError
+from shared.contracts.registry_api.schemas import GateRunPublic, GateStatus
+from shared.kit.service_jobs import JobStore
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The evaluator's registry side: plan a gate from the registry, and record what it decided.
 
-Only `shared.registry_api` is used (the typed client and wire schemas). Ids on our side:
+Only `shared.contracts.registry_api` is used (the typed client and wire schemas). Ids on our side:
 a chunk version is "slug@version" (what the agent runtime writes in a trajectory's provenance),
 its logical id (the mask's slot key) is the chunk slug.
 
@@ -50,15 +50,15 @@ from services.evaluator.pairing import (
     bare_plan_fingerprint,
     records_fingerprint,
 )
-from shared.chunks import InjectedChunk
-from shared.inclusion import Q_SKILL_FREE
-from shared.registry_api.client import (
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.inclusion import Q_SKILL_FREE
+from shared.contracts.registry_api.client import (
     Conflict,
     NotFound,
     PreconditionFailed,
     RegistryClient,
 )
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     BankPublic,
     BareBaseline,
     CandidateOperation,

@@ -17,8 +17,8 @@ from services.evaluator.pairing import (
     decoding_fingerprint,
 )
 from services.evaluator.simulation import SimulatedPolicy
-from shared.chunks import InjectedChunk
-from shared.hashing import hash_key
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.hashing import hash_key
 
 EPISODE_SEED = 20260830
 
@@ -52,12 +52,12 @@ class RolloutRunner(Protocol):
 
 
 class AgentRolloutRunner:
-    """Rollouts through `shared.agent`'s batched `RolloutEngine` (any policy backend)."""
+    """Rollouts through `shared.runtime.agent`'s batched `RolloutEngine` (any policy backend)."""
 
     def __init__(self, env, backend, config, *, split: str, seed: int = EPISODE_SEED) -> None:
-        from shared.agent.prompts import get_layout
-        from shared.agent.protocols import make_protocol
-        from shared.agent.runner import RolloutConfig
+        from shared.runtime.agent.prompts import get_layout
+        from shared.runtime.agent.protocols import make_protocol
+        from shared.runtime.agent.runner import RolloutConfig
 
         self.env, self.backend = env, backend
         self.config = config or RolloutConfig()
@@ -81,7 +81,7 @@ class AgentRolloutRunner:
         chunks: Mapping[str, InjectedChunk],
         on_record: OnRecord | None = None,
     ) -> list[RolloutRecord]:
-        from shared.agent.runner import EpisodeSpec, RolloutEngine
+        from shared.runtime.agent.runner import EpisodeSpec, RolloutEngine
 
         allowed = set(self.env.task_ids(self.split))
         outside = sorted({r.task_id for r in requests if r.task_id not in allowed})

@@ -15,7 +15,7 @@ RunnerFactory = Callable[[str, str | None, str], RolloutRunner]
 
 
 def make_env(settings: EvaluatorSettings):
-    from shared.shopsim.env import ShopEnv
+    from shared.runtime.shopsim.env import ShopEnv
 
     if settings.env_path:
         return ShopEnv.load(settings.env_path)
@@ -34,7 +34,7 @@ def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | Non
     Any other backend the runtime knows (its test doubles, say) gets the uri's path when there
     is one, else the checkpoint id, as its model; `backend_options` go to every backend.
     """
-    from shared.agent.backends import make_backend as runtime_backend
+    from shared.runtime.agent.backends import make_backend as runtime_backend
 
     options = dict(settings.backend_options)
     if settings.backend == "openai":
@@ -56,8 +56,8 @@ def make_backend(settings: EvaluatorSettings, checkpoint_id: str, uri: str | Non
 
 
 def rollout_config(settings: EvaluatorSettings):
-    from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
-    from shared.agent.runner import RolloutConfig
+    from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
+    from shared.runtime.agent.runner import RolloutConfig
 
     decoding = PAPER_DECODING if settings.decoding == "paper" else CPU_DECODING
     extra = {"prompt_version": settings.prompt_version} if settings.prompt_version else {}
@@ -88,7 +88,7 @@ def load_checkpoint(settings: EvaluatorSettings, checkpoint_id: str, uri: str | 
     path) into the policy server; returns the server's root. Raises unless it then serves them."""
     import httpx
 
-    from shared.vllm_weights import load_weights, server_client, server_root
+    from shared.runtime.vllm_weights import load_weights, server_client, server_root
 
     if not uri:
         raise LookupError(f"checkpoint {checkpoint_id!r} has no weights uri to load")
@@ -121,7 +121,7 @@ class PinnedServerRunner:
         self.identity = runner.identity
 
     def check(self) -> None:
-        from shared.vllm_weights import require_version, server_client
+        from shared.runtime.vllm_weights import require_version, server_client
 
         with server_client(self.api_key, 30.0) as client:
             require_version(client, self.root, self.checkpoint_id)

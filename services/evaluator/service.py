@@ -38,10 +38,10 @@ from services.evaluator.records import (
 from services.evaluator.runtime import RunnerFactory
 from services.evaluator.settings import EvaluatorSettings
 from shared.contracts.evaluator_api.schemas import GateAJobCreate, GateJobCreate
-from shared.registry_api.aliases import is_protected
-from shared.registry_api.client import NotFound, RegistryClient, RegistryError
-from shared.registry_api.schemas import GateStatus
-from shared.service_jobs import JobContext
+from shared.contracts.registry_api.aliases import is_protected
+from shared.contracts.registry_api.client import NotFound, RegistryClient, RegistryError
+from shared.contracts.registry_api.schemas import GateStatus
+from shared.kit.service_jobs import JobContext
 
 logger = logging.getLogger(__name__)
 RECORDS_FILE = "records.jsonl"

@@ -10,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
-from shared.auth import TokenGrant
+from shared.kit.auth import TokenGrant
 
 
 class EvaluatorSettings(BaseSettings):
@@ -82,7 +82,7 @@ class EvaluatorSettings(BaseSettings):
     @classmethod
     def _known_backend(cls, name: str) -> str:
         # read at validation time, so backends the runtime gains later are accepted unchanged
-        from shared.agent.backends import BACKENDS
+        from shared.runtime.agent.backends import BACKENDS
 
         if name not in BACKENDS:
             raise ValueError(f"unknown backend {name!r}; the agent runtime knows {BACKENDS}")
@@ -99,7 +99,7 @@ class EvaluatorSettings(BaseSettings):
     def registry_client(self, **options):
         """A client for the registry with this service's token (`options`: the client's
         timeout and retries)."""
-        from shared.registry_api.client import RegistryClient
+        from shared.contracts.registry_api.client import RegistryClient
 
         if self.registry_token is None:
             raise LookupError("EVALUATOR_REGISTRY_TOKEN is not set")

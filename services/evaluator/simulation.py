@@ -24,7 +24,7 @@ from scipy import stats
 from services.evaluator.decision import decide
 from services.evaluator.design import GateDesign, included_ids, mask_row
 from services.evaluator.fit import COMPONENTS, PairedObservation
-from shared.hashing import hash_uniform
+from shared.contracts.hashing import hash_uniform
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,10 @@ from services.registry.gates.routes import router as gates_router
 from services.registry.headers import StandardHeaders
 from services.registry.settings import RegistrySettings, get_settings
 from services.registry.unit_of_work import GroupCommit
-from shared.auth import TokenTable, publish_roles
-from shared.observability import ServiceMetrics, instrument
-from shared.registry_api.schemas import MAX_JSON_DEPTH
-from shared.request_body import RequestBodyGuard
+from shared.contracts.registry_api.schemas import MAX_JSON_DEPTH
+from shared.kit.auth import TokenTable, publish_roles
+from shared.kit.observability import ServiceMetrics, instrument
+from shared.kit.request_body import RequestBodyGuard
 
 API_PREFIX = "/v1"
 # A request body may hold a free-form document (MAX_JSON_DEPTH levels) a few levels down; any

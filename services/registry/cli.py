@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from services.registry.settings import RegistrySettings
-from shared.auth import TokenGrant, hash_token
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import TokenGrant, hash_token
 
 app = typer.Typer(
     help="SkillBank registry: serve, migrate, token, seed-demo",
@@ -124,7 +124,7 @@ def serve(
 
     from services.registry.migrate import upgrade
     from services.registry.roles import owner_rights
-    from shared.observability import uvicorn_logging
+    from shared.kit.observability import uvicorn_logging
 
     if migrate_first:
         upgrade(settings.database_url)
@@ -176,7 +176,7 @@ def seed_demo(
 ) -> None:
     """Fill a fresh registry with the small history docs/registry.md's recipes use."""
     from services.registry.seed_demo import NotFresh, seed
-    from shared.registry_api.client import RegistryClient
+    from shared.contracts.registry_api.client import RegistryClient
 
     if not token:
         typer.echo("set REGISTRY_TOKEN to an operator token (serve prints one in demo mode)")

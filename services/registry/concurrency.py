@@ -30,7 +30,7 @@ from sqlmodel import Session
 from services.registry.errors import Conflict, FieldInvalid, RegistryError
 from services.registry.idempotency import repository as idempotency_repository
 from services.registry.idempotency.models import IdempotencyRecord
-from shared.auth import Principal
+from shared.kit.auth import Principal
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 IDEMPOTENCY_HEADER = "Idempotency-Key"

@@ -13,8 +13,8 @@ from services.registry.concurrency import request_claim
 from services.registry.pagination import PageParams, page_params
 from services.registry.settings import RegistrySettings
 from services.registry.unit_of_work import WriteUnit
-from shared.auth import Principal, authenticated, check_role
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import Principal, authenticated, check_role
 
 # Dependencies that only read app state are `async def`: a plain `def` would cost a thread-pool
 # hop per request, which on the frozen-bank hot path is most of the time spent.

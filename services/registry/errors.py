@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from shared.auth import install_auth_errors
-from shared.validation_errors import install_validation_errors
+from shared.kit.auth import install_auth_errors
+from shared.kit.validation_errors import install_validation_errors
 
 
 class RegistryError(Exception):

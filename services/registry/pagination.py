@@ -8,7 +8,7 @@ from fastapi import Query
 from pydantic import BaseModel
 
 from services.registry.paths import Decimal
-from shared.registry_api.schemas import MAX_ID, MAX_PAGE, Page
+from shared.contracts.registry_api.schemas import MAX_ID, MAX_PAGE, Page
 
 T = TypeVar("T")
 

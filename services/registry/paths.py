@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import Path, Query
 from pydantic import BeforeValidator
 
-from shared.registry_api.schemas import MAX_ID
+from shared.contracts.registry_api.schemas import MAX_ID
 
 _PLAIN_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.chunks import ChunkContent
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     REWARD_COMPONENTS,
     BareBaseline,
     CandidatePool,

@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.auth import TokenGrant
-from shared.registry_api.schemas import Name
+from shared.contracts.registry_api.schemas import Name
+from shared.kit.auth import TokenGrant
 
 DEFAULT_SQLITE_PATH = Path("runs") / "registry.sqlite"
 

@@ -31,7 +31,7 @@ from services.registry.concurrency import IdempotencyClaim, claim_idempotency, i
 from services.registry.errors import Conflict, ServiceUnavailable
 from services.registry.idempotency import repository as idempotency_repository
 from services.registry.threads import run_blocking
-from shared.auth import Principal
+from shared.kit.auth import Principal
 
 _STORED_HEADERS = ("content-type", "location", "etag", "cache-control")
 # A deadlock (or serialization failure) rolls the whole unit back: nothing was written, so it

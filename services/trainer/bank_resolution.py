@@ -1,7 +1,7 @@
 """Which frozen bank a round trains on, and the curriculum it implies.
 
 S_0 is the bank given by id or alias (the gate alias by default); a fresh local registry with no
-such alias gets a STAND-IN S_0 (`shared/standin_s0.py`, in place of the cold start and Gate A).
+such alias gets a STAND-IN S_0 (`shared/runtime/standin_s0.py`, in place of the cold start and Gate A).
 Each round pins its bank: frozen, and with the hash it had when the round began.
 """
 
@@ -12,11 +12,11 @@ from services.trainer.config import TrainerConfig
 from services.trainer.run_context import RunContext, RunError
 from services.trainer.service_wait import wait_for_alias
 from services.trainer.treatments import CurriculumChunk, CurriculumState
-from shared.chunks import InjectedChunk
-from shared.inclusion import rho_from_coefficients
-from shared.registry_api.client import NotFound, RegistryClient
-from shared.registry_api.schemas import BankPublic
-from shared.standin_s0 import seed_standin_s0
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.inclusion import rho_from_coefficients
+from shared.contracts.registry_api.client import NotFound, RegistryClient
+from shared.contracts.registry_api.schemas import BankPublic
+from shared.runtime.standin_s0 import seed_standin_s0
 
 
 def curriculum_from_bank(

@@ -9,11 +9,11 @@ from pathlib import Path
 from services.trainer.heartbeat import heartbeat
 from services.trainer.run_context import RunContext, RunError, RunState, unavailable
 from services.trainer.service_lifecycle import BACKENDS
-from shared.analyst_api.schemas import CompileRoundCreate, PolicySpec
+from shared.contracts.analyst_api.schemas import CompileRoundCreate, PolicySpec
 
 
 def compile_round(context: RunContext, state: RunState) -> None:
-    from shared.analyst_api.client import AnalystError
+    from shared.contracts.analyst_api.client import AnalystError
 
     config, analyst = context.config, context.clients.analyst
     round_index, record = state.round, context.record.round(state.round)

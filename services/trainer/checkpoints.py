@@ -6,8 +6,8 @@ from __future__ import annotations
 from services.trainer.policy import Policy
 from services.trainer.policy_loading import simulated_model
 from services.trainer.run_context import RunContext, RunState, write_json
-from shared.registry_api.client import Conflict, Unavailable
-from shared.registry_api.schemas import CheckpointCreate
+from shared.contracts.registry_api.client import Conflict, Unavailable
+from shared.contracts.registry_api.schemas import CheckpointCreate
 
 TRAINER_STATE_FILE = "trainer_state.json"
 

@@ -21,8 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from services.trainer.reading_hints import HINTS, ReadingHint
-from shared.agent.trajectory import Trajectory
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.shopsim.env import ShopEnv
 
 PROBE_SCHEMA = "intraskill-compliance-probe-v1"
 # A hint is read when it is followed at least this much more often with it than without it,
@@ -100,7 +100,7 @@ def run_probe(
     on_episode: Any = None,
 ) -> dict[str, Any]:
     """The bare run and one run per hint on `task_ids`, each episode with the same seed."""
-    from shared.agent.runner import EpisodeSpec, RolloutEngine
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutEngine
 
     def play(chunks: tuple) -> list[Trajectory]:
         specs = [EpisodeSpec(task_id, seed, chunks=chunks) for task_id in task_ids]
@@ -161,8 +161,8 @@ def command(
 
     from services.trainer.config import ConfigError, TrainerConfig
     from services.trainer.warm_start import WarmStartPlan
-    from shared.agent.backends import make_backend
-    from shared.agent.runner import RolloutConfig
+    from shared.runtime.agent.backends import make_backend
+    from shared.runtime.agent.runner import RolloutConfig
 
     try:
         plan = WarmStartPlan.from_trainer_config(TrainerConfig.from_toml(config))

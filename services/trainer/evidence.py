@@ -7,9 +7,9 @@ from pathlib import Path
 
 from services.trainer.run_context import RoundRecord, RunContext, RunState, unavailable
 from services.trainer.step import GroupOutcome
-from shared.analyst_api.schemas import AllWrongGroupSubmit, SiblingRef
-from shared.registry_api.client import Unavailable
-from shared.registry_api.schemas import EvidenceCreate, Treatment
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, SiblingRef
+from shared.contracts.registry_api.client import Unavailable
+from shared.contracts.registry_api.schemas import EvidenceCreate, Treatment
 
 
 def record_evidence(
@@ -19,7 +19,7 @@ def record_evidence(
     groups: list[tuple[int, GroupOutcome]],
 ) -> None:
     """All-wrong groups (with the step that generated each): evidence rows and submissions."""
-    from shared.analyst_api.client import AnalystError
+    from shared.contracts.analyst_api.client import AnalystError
 
     path = _write_trajectories(context.out / "evidence", round_index, groups)
     record = context.record.round(round_index)

@@ -24,7 +24,7 @@ from shared.contracts.evaluator_api.schemas import (
     GateJobCreate,
     JobPublic,
 )
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 
 MASK_SEED_ATTEMPTS = 5  # the configured seed, then the next four (see submit_gate)
 

@@ -59,8 +59,8 @@ def synthetic_episodes(
     each row carries loss (the reply after its context), with advantages of both signs."""
     import random
 
-    from shared.agent.advantage import TrainingSample
-    from shared.agent.trajectory import Segment
+    from shared.runtime.agent.advantage import TrainingSample
+    from shared.runtime.agent.trajectory import Segment
 
     rng = random.Random(seed)
     generated = max(1, int(row_tokens * generated_fraction))

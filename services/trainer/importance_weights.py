@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from services.trainer.loss import importance_sampling_weights
-from shared.agent.advantage import TrainingSample
+from shared.runtime.agent.advantage import TrainingSample
 
 
 def importance_weights(

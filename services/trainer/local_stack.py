@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.http_retry import wait_until_ready
+from shared.contracts.http_retry import wait_until_ready
 
 ROLES = ("operator", "trainer", "evaluator", "analyst", "reader")
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ class LocalStack:
             "DATABASE_URL": f"sqlite:///{(self.folder / 'registry.sqlite').resolve()}",
             "REGISTRY_TOKENS": self.grants(),
         }
-        argv = ["-m", "shared.cli", "registry", "serve", "--port", str(port)]
+        argv = ["-m", "shared.apps.cli", "registry", "serve", "--port", str(port)]
         return self._start("registry", argv, env, port)
 
     def start_evaluator(self, registry_url: str, settings: dict[str, str]) -> str:
@@ -121,7 +121,7 @@ class LocalStack:
             "EVALUATOR_JOBS_DIR": str((self.folder / "evaluator").resolve()),
             **settings,
         }
-        argv = ["-m", "shared.cli", "gate", "serve", "--port", str(port)]
+        argv = ["-m", "shared.apps.cli", "gate", "serve", "--port", str(port)]
         return self._start("evaluator", argv, env, port)
 
     def start_analyst(self, registry_url: str, evaluator_url: str, settings: dict[str, str]) -> str:
@@ -135,7 +135,7 @@ class LocalStack:
             "ANALYST_DATA_DIR": str((self.folder / "analyst").resolve()),
             **settings,
         }
-        argv = ["-m", "shared.cli", "analyst", "serve", "--port", str(port)]
+        argv = ["-m", "shared.apps.cli", "analyst", "serve", "--port", str(port)]
         return self._start("analyst", argv, env, port)
 
     def close(self) -> None:

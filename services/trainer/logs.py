@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
-from shared.observability import log_config
+from shared.kit.observability import log_config
 
 logger = logging.getLogger("intraskill.trainer")
 

@@ -64,7 +64,7 @@ from services.trainer.validation import (
     val_task_ids,
     validation_slices,
 )
-from shared.registry_api.client import RegistryClient, RegistryError, Unavailable
+from shared.contracts.registry_api.client import RegistryClient, RegistryError, Unavailable
 
 __all__ = ["Run", "RunError", "ServiceUrls", "train"]
 

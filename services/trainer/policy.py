@@ -48,7 +48,7 @@ from services.trainer.update import (
     peak_gpu_memory_gb,
     sampler_differences,
 )
-from shared.agent.advantage import TrainingSample
+from shared.runtime.agent.advantage import TrainingSample
 
 OPTIMIZER_FILE = "optimizer.pt"
 

@@ -35,7 +35,7 @@ def policy_config(config: TrainerConfig) -> TrainerConfig:
 
 def load_policy(context: RunContext, state: RunState) -> tuple[Policy, RolloutSource]:
     """The policy at the run's last checkpoint (or its base weights), and its rollout source."""
-    from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
+    from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
 
     config = policy_config(context.config)
     decoding = PAPER_DECODING if config.decoding == "paper" else CPU_DECODING
@@ -65,7 +65,7 @@ def follow_the_leader() -> None:
 
 
 def base_weights(context: RunContext) -> Path:
-    from shared.agent.models import resolve_model
+    from shared.runtime.agent.models import resolve_model
 
     config = context.config
     if config.policy != "model":
@@ -98,8 +98,8 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
             technical_failure_rate=config.simulated.technical_failure_rate,
             checkpoint_id=version,
         )
-    from shared.agent.runner import RolloutConfig
-    from shared.shopsim.env import ShopEnv
+    from shared.runtime.agent.runner import RolloutConfig
+    from shared.runtime.shopsim.env import ShopEnv
 
     rollout = RolloutConfig(
         decoding=decoding,
@@ -121,11 +121,11 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
             split=config.split,
         )
     if config.policy == "procedural":
-        from shared.agent.backends import make_backend
+        from shared.runtime.agent.backends import make_backend
 
         backend = make_backend("procedural", "procedural", checkpoint_id=version)
     else:
-        from shared.agent.backends.transformers_backend import TransformersBackend
+        from shared.runtime.agent.backends.transformers_backend import TransformersBackend
 
         backend = TransformersBackend(
             policy.sampling_model, policy.tokenizer, model_id=config.model, checkpoint_id=version
@@ -143,7 +143,7 @@ def make_source(context: RunContext, policy: Policy, decoding: Any, version: str
 def simulated_model(config: Any) -> Any:
     """The simulated TEST DOUBLE policy's known effects (the gate's simulated backend reads the
     same file from each checkpoint)."""
-    from shared.agent.backends.simulated import SimulatedPolicyModel
+    from shared.runtime.agent.backends.simulated import SimulatedPolicyModel
 
     sim = config.simulated
     return SimulatedPolicyModel(

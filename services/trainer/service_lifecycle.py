@@ -13,7 +13,7 @@ from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import wait_until_ready
 from shared.contracts.evaluator_api.client import EvaluatorClient
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 
 # Each a bearer token with the trainer role at that service (the operator's: see below).
 ENV_TOKENS = {
@@ -41,7 +41,7 @@ class ServiceUrls:
 class ServiceClients:
     registry: RegistryClient
     evaluator: EvaluatorClient
-    analyst: Any  # shared.analyst_api.client.AnalystClient
+    analyst: Any  # shared.contracts.analyst_api.client.AnalystClient
     urls: dict[str, str]
     operator_token: str | None = None
 
@@ -58,7 +58,7 @@ def start_services(
 ) -> ServiceClients:
     """Clients for the run's services, starting on loopback those without a URL; with
     `urls.wait_s`, first waits (bounded) for those given by URL and the rollout servers."""
-    from shared.analyst_api.client import AnalystClient
+    from shared.contracts.analyst_api.client import AnalystClient
 
     # Every token is checked before anything starts: a missing one would otherwise surface as a
     # 401 at the end of the first round, after its training.

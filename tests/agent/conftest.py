@@ -17,7 +17,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def tiny_dir(model_cache):
-    from shared.agent.models import build_tiny_model
+    from shared.runtime.agent.models import build_tiny_model
 
     return build_tiny_model(model_cache, seed=0)
 
@@ -31,7 +31,7 @@ def tiny_tokenizer(tiny_dir):
 
 @pytest.fixture(scope="session")
 def renderer(tiny_tokenizer):
-    from shared.agent.chat import ChatRenderer
+    from shared.runtime.agent.chat import ChatRenderer
 
     return ChatRenderer(tiny_tokenizer)
 

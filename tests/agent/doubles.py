@@ -11,10 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest, token_level_output
-from shared.agent.chat import ChatRenderer
-from shared.agent.decoding import DecodingConfig
-from shared.shopsim.types import PublicState, RewardBreakdown, StepResult, TaskView
+from shared.runtime.agent.backends.base import (
+    TurnFailure,
+    TurnOutput,
+    TurnRequest,
+    token_level_output,
+)
+from shared.runtime.agent.chat import ChatRenderer
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.shopsim.types import PublicState, RewardBreakdown, StepResult, TaskView
 
 SEARCH_PAGE = "Home. Type search[your query] to find products."
 

@@ -20,9 +20,9 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from shared.agent.backends.base import TurnRequest
-from shared.agent.decoding import DecodingConfig
-from shared.agent.protocols import _parse_tool_call_text
+from shared.runtime.agent.backends.base import TurnRequest
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.agent.protocols import _parse_tool_call_text
 
 
 class Behaviour:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.cli import main
+from shared.apps.cli import main
+from shared.contracts.chunks import ChunkContent, InjectedChunk
 
 pytest.importorskip("torch")
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from shared.agent.models import build_tiny_model, model_identity, resolve_model
+from shared.runtime.agent.models import build_tiny_model, model_identity, resolve_model
 
 
 def test_tiny_model_is_deterministic_per_seed(tmp_path, tiny_dir) -> None:
@@ -50,7 +50,7 @@ def test_smollm2_converts_once_and_loads_fast(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM
 
-    from shared.agent.models import prepare_smollm2, smollm2_gguf_path
+    from shared.runtime.agent.models import prepare_smollm2, smollm2_gguf_path
 
     path = prepare_smollm2(tmp_path)
     identity = json.loads((path / "intraskill-model.json").read_text())
@@ -79,7 +79,7 @@ def test_the_default_model_cache_follows_intraskill_model_cache(tmp_path) -> Non
     import subprocess
     import sys
 
-    code = "from shared.agent.models import DEFAULT_CACHE; print(DEFAULT_CACHE)"
+    code = "from shared.runtime.agent.models import DEFAULT_CACHE; print(DEFAULT_CACHE)"
     env = {**os.environ, "INTRASKILL_MODEL_CACHE": str(tmp_path / "models")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == str(tmp_path / "models"), out.stderr

@@ -6,16 +6,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest  # noqa: E402
-from shared.agent.backends.openai_backend import (  # noqa: E402
+from shared.runtime.agent.backends.base import TurnFailure, TurnOutput, TurnRequest  # noqa: E402
+from shared.runtime.agent.backends.openai_backend import (  # noqa: E402
     OpenAIBackend,
     ServerCheckError,
     logprob_mode,
     parse_completion,
 )
-from shared.agent.backends.transformers_backend import TransformersBackend  # noqa: E402
-from shared.agent.decoding import DecodingConfig  # noqa: E402
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes  # noqa: E402
+from shared.runtime.agent.backends.transformers_backend import TransformersBackend  # noqa: E402
+from shared.runtime.agent.decoding import DecodingConfig  # noqa: E402
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes  # noqa: E402
 from tests.agent.doubles import ScriptedShop  # noqa: E402
 from tests.agent.openai_server import Behaviour, ServerThread, make_app  # noqa: E402
 
@@ -203,7 +203,7 @@ def test_hosted_mode_sends_only_openai_fields() -> None:
 
 
 def test_make_backend(tiny_dir) -> None:
-    from shared.agent.backends import make_backend
+    from shared.runtime.agent.backends import make_backend
 
     backend = make_backend("transformers", str(tiny_dir), checkpoint_id="step-7")
     assert isinstance(backend, TransformersBackend) and backend.checkpoint_id == "step-7"

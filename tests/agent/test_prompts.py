@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from shared.agent.prompts import LAYOUTS, REFERENCE_LAYOUT, get_layout, render_persona
-from shared.agent.runner import EpisodeSpec
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.runtime.agent.prompts import LAYOUTS, REFERENCE_LAYOUT, get_layout, render_persona
+from shared.runtime.agent.runner import EpisodeSpec
 
 PERSONA = {
     "name": "李雷",

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from shared.agent.protocols import Reply, TextProtocol, ToolCall, ToolsProtocol
-from shared.shopsim.types import PublicState
+from shared.runtime.agent.protocols import Reply, TextProtocol, ToolCall, ToolsProtocol
+from shared.runtime.shopsim.types import PublicState
 
 HOME = PublicState("search", (), True, 0, 30)
 ITEM = PublicState("item", ("back to search", "size=M", "B002 [refurb]", "buy now"), False, 3, 30)

@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from shared.agent.backends.transformers_backend import TransformersBackend  # noqa: E402
-from shared.agent.decoding import DecodingConfig  # noqa: E402
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine  # noqa: E402
+from shared.runtime.agent.backends.transformers_backend import TransformersBackend  # noqa: E402
+from shared.runtime.agent.decoding import DecodingConfig  # noqa: E402
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine  # noqa: E402
 from tests.agent.doubles import ScriptedShop  # noqa: E402
 
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from shared.agent.advantage import training_samples
-from shared.agent.decoding import DecodingConfig
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes
-from shared.agent.trajectory import read_jsonl, write_jsonl
-from shared.chunks import ChunkContent, InjectedChunk
+from shared.contracts.chunks import ChunkContent, InjectedChunk
+from shared.runtime.agent.advantage import training_samples
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine, run_episodes
+from shared.runtime.agent.trajectory import read_jsonl, write_jsonl
 from tests.agent.doubles import PlainEpisode, ScriptedBackend, ScriptedShop
 
 TEXT = RolloutConfig(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.agent.serve import ServeOptions, ServerStartError, server_args, start_server
+from shared.runtime.agent.serve import ServeOptions, ServerStartError, server_args, start_server
 
 
 def flag(args: list[str], name: str) -> list[str]:
@@ -64,7 +64,7 @@ def test_cli_serve_fails_cleanly_without_vllm(tmp_path: Path) -> None:
     model.mkdir()
     (model / "config.json").write_text("{}")
     result = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "agent", "serve", str(model), "--python", str(fake),
+        [sys.executable, "-m", "shared.apps.cli", "agent", "serve", str(model), "--python", str(fake),
          "--port", "0", "--timeout", "30"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from shared.agent.decoding import DecodingConfig
-from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
-from shared.shopsim.env import ShopEnv
-from shared.shopsim.task import Task
-from shared.shopsim.types import StepResult
+from shared.runtime.agent.decoding import DecodingConfig
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+from shared.runtime.shopsim.env import ShopEnv
+from shared.runtime.shopsim.task import Task
+from shared.runtime.shopsim.types import StepResult
 from tests.agent.doubles import ScriptedBackend
 
 

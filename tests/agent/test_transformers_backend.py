@@ -8,9 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest  # noqa: E402
-from shared.agent.backends.transformers_backend import TransformersBackend, sample_token  # noqa: E402
-from shared.agent.decoding import DecodingConfig  # noqa: E402
+from shared.runtime.agent.backends.base import TurnFailure, TurnOutput, TurnRequest  # noqa: E402
+from shared.runtime.agent.backends.transformers_backend import TransformersBackend, sample_token  # noqa: E402
+from shared.runtime.agent.decoding import DecodingConfig  # noqa: E402
 
 DECODING = DecodingConfig(temperature=0.8, max_new_tokens=10, seed=0)
 

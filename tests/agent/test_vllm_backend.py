@@ -12,7 +12,7 @@ pytestmark = pytest.mark.vllm
 
 @pytest.fixture(scope="module")
 def vllm_backend(tiny_dir):
-    from shared.agent.backends.vllm_backend import VLLMBackend
+    from shared.runtime.agent.backends.vllm_backend import VLLMBackend
 
     backend = VLLMBackend.from_pretrained(tiny_dir, dtype="float32", max_model_len=4096)
     yield backend
@@ -23,8 +23,8 @@ def test_vllm_rollout_records_exact_tokens(vllm_backend, tiny_dir) -> None:
     torch = pytest.importorskip("torch")
     from transformers import AutoModelForCausalLM
 
-    from shared.agent.decoding import DecodingConfig
-    from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+    from shared.runtime.agent.decoding import DecodingConfig
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
     from tests.agent.doubles import ScriptedShop
 
     config = RolloutConfig(

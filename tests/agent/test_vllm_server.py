@@ -28,7 +28,7 @@ TEXT_LAYOUT = "shopsim-compact-en-text-v1"
 
 @pytest.fixture(scope="module")
 def smollm2() -> Path:
-    from shared.agent.models import DEFAULT_CACHE, resolve_model
+    from shared.runtime.agent.models import DEFAULT_CACHE, resolve_model
 
     return resolve_model("smollm2", os.environ.get("INTRASKILL_MODEL_CACHE", DEFAULT_CACHE))
 
@@ -51,10 +51,10 @@ def test_rollout_through_the_served_model_records_sampling_logprobs(served, smol
     import torch
     from transformers import AutoModelForCausalLM
 
-    from shared.agent.backends.openai_backend import OpenAIBackend, ServerCheckError
-    from shared.agent.decoding import DecodingConfig
-    from shared.agent.models import model_identity
-    from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+    from shared.runtime.agent.backends.openai_backend import OpenAIBackend, ServerCheckError
+    from shared.runtime.agent.decoding import DecodingConfig
+    from shared.runtime.agent.models import model_identity
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
     from tests.agent.doubles import ScriptedShop
 
     backend = OpenAIBackend(served, "smollm2", concurrency=3)  # no checkpoint id: published
@@ -102,10 +102,16 @@ def test_rollout_through_the_served_model_records_sampling_logprobs(served, smol
 
 def test_a_server_with_default_logprobs_is_refused(smollm2, tmp_path) -> None:
     """vLLM's defaults (raw_logprobs): the backend's probe sees untempered log-probs."""
-    from shared.agent.backends.openai_backend import OpenAIBackend, ServerCheckError
-    from shared.agent.decoding import DecodingConfig
-    from shared.agent.runner import RolloutConfig, RolloutEngine
-    from shared.agent.serve import SERVER_MODULE, RunningServer, base_url, free_port, wait_healthy
+    from shared.runtime.agent.backends.openai_backend import OpenAIBackend, ServerCheckError
+    from shared.runtime.agent.decoding import DecodingConfig
+    from shared.runtime.agent.runner import RolloutConfig, RolloutEngine
+    from shared.runtime.agent.serve import (
+        SERVER_MODULE,
+        RunningServer,
+        base_url,
+        free_port,
+        wait_healthy,
+    )
     from tests.agent.doubles import ScriptedShop
 
     port = free_port()

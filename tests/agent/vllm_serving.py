@@ -37,7 +37,7 @@ def read_base_url(process: subprocess.Popen, timeout_s: float) -> str:
 def agent_serve(args: list[str], *, timeout_s: float) -> Iterator[str]:
     """`intraskill agent serve ARGS` (run by this interpreter); yields its OpenAI base URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "agent", "serve", *args],
+        [sys.executable, "-m", "shared.apps.cli", "agent", "serve", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

@@ -6,11 +6,11 @@ import functools
 
 from services.analyst.live import PairedVerification, Trial
 from services.analyst.mechanisms import LIBRARY
-from shared.agent.backends import make_backend
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.chunks import ChunkContent
-from shared.registry_api.schemas import BankEntryPublic
-from shared.shopsim.env import ShopEnv
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import BankEntryPublic
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.runtime.shopsim.env import ShopEnv
 
 
 @functools.cache

@@ -23,18 +23,18 @@ from services.analyst.mechanisms import LIBRARY
 from services.analyst.rules_backend import AnalysisInput, analyze
 from services.analyst.settings import AnalystSettings
 from services.analyst.trace import gold_facts, read_trace
-from shared.agent.backends import make_backend
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.analyst_api.schemas import ColdStartCreate
-from shared.chunks import ChunkContent
+from shared.contracts.analyst_api.schemas import ColdStartCreate
+from shared.contracts.chunks import ChunkContent
 from shared.contracts.evaluator_api.schemas import JobPublic
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     CardCreate,
     CardOutcome,
     DeployableAbstraction,
     GateStatus,
 )
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
 from tests.analyst.support import failed_traces, small_env
 from tests.live_servers import live_server
 

@@ -15,9 +15,9 @@ from services.analyst.compiler import Compilation, CompiledCandidate
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import compile_round_job
 from services.analyst.store import GroupStore
-from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CardCreate
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import CardCreate
 
 
 def one_add(card_id: int, tag: str):

@@ -5,14 +5,14 @@ import pytest
 from services.analyst.cards import finish_card
 from services.analyst.compiler import candidate_problem, compile_round, signature
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
-from shared.chunks import ChunkContent
-from shared.leak import GoldFacts
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
     CardOutcome,
     DeployableAbstraction,
 )
+from shared.runtime.leak import GoldFacts
 from tests.analyst.support import entry, library_bank, paired
 
 SUCCESS = paired(with_card=[True], without_card=[False])

@@ -6,7 +6,7 @@ import pytest
 
 from services.analyst.live import counterfactual_trial, repaired_bank
 from services.analyst.mechanisms import LIBRARY
-from shared.agent.backends import make_backend
+from shared.runtime.agent.backends import make_backend
 from tests.analyst.support import failed_traces, library_bank, small_env
 
 

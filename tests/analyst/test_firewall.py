@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.leak import GoldFacts, find_leaks
+from shared.runtime.leak import GoldFacts, find_leaks
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "firewall-cases"
 CASES = json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))
@@ -148,7 +148,7 @@ def test_cli_contract_one_json_line_per_case(tmp_path):
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases), encoding="utf-8")
     out = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "analyst", "firewall", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "analyst", "firewall", str(path), "--json"],
         capture_output=True,
         text=True,
         check=True,

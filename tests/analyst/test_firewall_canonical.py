@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from shared.leak import GoldFacts, find_leaks, reason
-from shared.leak_catalog import CatalogIndex
+from shared.runtime.leak import GoldFacts, find_leaks, reason
+from shared.runtime.leak.catalog import CatalogIndex
 
 # An English gold: a vacuum bought, cordless sticks and uprights seen on the way.
 VACUUM = GoldFacts(
@@ -262,7 +262,7 @@ def test_the_cli_prints_the_canonical_form(tmp_path):
     cases = [{"name": "kana", "text": "シャークを優先する", "gold": gold}]
     path.write_text(json.dumps(cases), encoding="utf-8")
     out = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "analyst", "firewall", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "analyst", "firewall", str(path), "--json"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     line = json.loads(out)

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from shared.leak import GoldFacts, find_leaks, model_codes
-from shared.leak_catalog import CatalogIndex
+from shared.runtime.leak import GoldFacts, find_leaks, model_codes
+from shared.runtime.leak.catalog import CatalogIndex
 from tests.analyst.test_firewall import EN_GOLD, ZH_GOLD
 
 # The English gold of the vendored cases, with a price and a task number of four digits.
@@ -349,7 +349,7 @@ def run_firewall(tmp_path, cases):
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases), encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", "analyst", "firewall", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "analyst", "firewall", str(path), "--json"],
         capture_output=True,
         text=True,
     )
@@ -371,7 +371,7 @@ def test_cli_reads_the_price_and_refuses_one_that_is_no_number(tmp_path):
 
 # -- the analyst gives the firewall the gold variant's price
 def listing(options, pricing):
-    from shared.shopsim.product import Product
+    from shared.runtime.shopsim.product import Product
 
     return Product(
         asin="B0TESTPRC1", title="Kalix Nova AB123 kettle", brand="Kalix", category="kettle",
@@ -380,7 +380,7 @@ def listing(options, pricing):
 
 
 def gold_task(gold_options):
-    from shared.shopsim.task import Task
+    from shared.runtime.shopsim.task import Task
 
     return Task(
         task_id="task-000007", split="train", instruction="", instruction_simple="",
@@ -392,7 +392,7 @@ def gold_task(gold_options):
 
 def test_the_gold_price_is_the_listed_price_of_the_gold_option():
     from services.analyst.trace import gold_price
-    from shared.shopsim.product import Catalog
+    from shared.runtime.shopsim.product import Catalog
 
     # the selected size carries its own price in the listing: the gold variant costs that
     priced = listing((("size", (("small", 10.0), ("large", 20.0))),), (10.0, 20.0))

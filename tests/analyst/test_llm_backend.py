@@ -11,10 +11,10 @@ import pytest
 from services.analyst.llm_backend import LLMAnalyst, redact
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from services.analyst.rules_backend import AnalysisInput, proposal_chunk
-from shared.agent.backends import make_backend
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.chunks import ChunkContent
-from shared.registry_api.schemas import CardOutcome
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import CardOutcome
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
 from tests.analyst.recorded_chat_server import recorded_chat_server, tool_call
 from tests.analyst.support import failed_traces, small_env, succeeds_with
 

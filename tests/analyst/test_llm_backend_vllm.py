@@ -13,7 +13,7 @@ import pytest
 
 from services.analyst.llm_backend import LLMAnalyst
 from services.analyst.rules_backend import AnalysisInput
-from shared.registry_api.schemas import CardCreate, CardOutcome
+from shared.contracts.registry_api.schemas import CardCreate, CardOutcome
 from tests.analyst.support import failed_traces, small_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ VLLM_PYTHON = REPO / ".venv-vllm" / "bin" / "python"
 def test_smollm2_on_vllm_cpu_analyses_without_crashing(tmp_path):
     log = tmp_path / "vllm.log"
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "agent", "serve", "smollm2", "--python",
+        [sys.executable, "-m", "shared.apps.cli", "agent", "serve", "smollm2", "--python",
          str(VLLM_PYTHON), "--port", "0", "--dtype", "float32", "--max-model-len", "8192",
          # on the CPU build this is the share of host memory vLLM reserves
          "--gpu-memory-utilization", "0.1", "--log-file", str(log),

@@ -13,9 +13,9 @@ from services.analyst.llm_compiler import LLMCompiler
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import _compiler_label
-from shared.analyst_api.schemas import CompileRoundCreate
-from shared.chunks import ChunkContent
-from shared.leak import GoldFacts
+from shared.contracts.analyst_api.schemas import CompileRoundCreate
+from shared.contracts.chunks import ChunkContent
+from shared.runtime.leak import GoldFacts
 from tests.analyst.recorded_chat_server import recorded_chat_server
 from tests.analyst.support import library_bank
 from tests.analyst.test_compiler import card, numbered

@@ -11,11 +11,11 @@ from services.analyst.cards import finish_card
 from services.analyst.live import continuations, repaired_bank, verify_repair
 from services.analyst.mechanisms import LIBRARY
 from services.analyst.rules_backend import AnalysisInput, analyze
-from shared.agent.backends import make_backend
-from shared.agent.backends.procedural import action_output
-from shared.agent.runner import RolloutConfig
-from shared.chunks import ChunkContent
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.backends.procedural import action_output
+from shared.runtime.agent.runner import RolloutConfig
 from tests.analyst.support import failed_traces, small_env
 
 HOLLOW = ChunkContent(

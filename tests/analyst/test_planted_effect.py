@@ -20,14 +20,18 @@ import httpx
 import pytest
 from registry_server import GRANTS, TOKENS
 
-from shared.agent.backends import make_backend
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.analyst_api import AnalystClient
-from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate, CompileRoundResult
-from shared.chunks import InjectedChunk
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import EvidenceCreate, TreatmentMode
-from shared.shopsim.env import ShopEnv
+from shared.contracts.analyst_api import AnalystClient
+from shared.contracts.analyst_api.schemas import (
+    AllWrongGroupSubmit,
+    CompileRoundCreate,
+    CompileRoundResult,
+)
+from shared.contracts.chunks import InjectedChunk
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import EvidenceCreate, TreatmentMode
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.runtime.shopsim.env import ShopEnv
 from tests.analyst.services import wait_job
 from tests.live_servers import live_server
 

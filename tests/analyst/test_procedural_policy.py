@@ -2,18 +2,18 @@
 
 import pytest
 
-from shared.agent.backends import make_backend
-from shared.agent.backends.base import TurnRequest
-from shared.agent.backends.procedural import (
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.backends.base import TurnRequest
+from shared.runtime.agent.backends.procedural import (
     MECHANISMS,
     ProceduralPolicy,
     explicit_needs,
     persona_needs,
     recognised_mechanisms,
 )
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
+from shared.runtime.shopsim.env import ShopEnv
 
 TITLES = {
     "explicit_query": "Search query: put every explicit constraint in one query",

@@ -9,11 +9,11 @@ from services.analyst.live import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import RetryMismatch, run_retries, verify_retry
-from shared.agent.backends import make_backend
-from shared.agent.prompts import DEFAULT_LAYOUT, LAYOUTS
-from shared.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
-from shared.analyst_api.schemas import AllWrongGroupPublic, AllWrongGroupSubmit
-from shared.registry_api.schemas import BankPublic
+from shared.contracts.analyst_api.schemas import AllWrongGroupPublic, AllWrongGroupSubmit
+from shared.contracts.registry_api.schemas import BankPublic
+from shared.runtime.agent.backends import make_backend
+from shared.runtime.agent.prompts import DEFAULT_LAYOUT, LAYOUTS
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, run_episodes
 from tests.analyst.support import library_bank, small_env, succeeds_with
 
 

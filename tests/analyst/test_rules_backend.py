@@ -7,12 +7,12 @@ from services.analyst.cards import finish_card, forced_no_proposal_reason
 from services.analyst.live import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY, WORKFLOW, addressed_mechanisms
 from services.analyst.rules_backend import AnalysisInput, analyze, proposal_chunk
-from shared.agent.backends.procedural import MECHANISMS, recognised_mechanisms
-from shared.agent.prompts import DEFAULT_LAYOUT, get_layout
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
-from shared.hashing import content_hash
-from shared.leak import GoldFacts
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.contracts.hashing import content_hash
+from shared.contracts.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.runtime.agent.backends.procedural import MECHANISMS, recognised_mechanisms
+from shared.runtime.agent.prompts import DEFAULT_LAYOUT, get_layout
+from shared.runtime.leak import GoldFacts
 from tests.analyst.support import (
     entry,
     failed_traces,

@@ -1,4 +1,4 @@
-"""The analyst service's HTTP contract through its own client (shared/analyst_api), over a
+"""The analyst service's HTTP contract through its own client (shared/contracts/analyst_api), over a
 real local server: idempotent group submission, 409 on a changed body, job polling, funnel,
 health and readiness."""
 
@@ -10,10 +10,10 @@ import uvicorn
 
 from services.analyst.app import create_app
 from services.analyst.settings import AnalystSettings
-from shared.analyst_api import AnalystClient, AnalystError
-from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
-from shared.auth import TokenGrant, hash_token
-from shared.registry_api.schemas import Role
+from shared.contracts.analyst_api import AnalystClient, AnalystError
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import TokenGrant, hash_token
 from tests.live_servers import free_port
 
 TRAINER_TOKEN = "analyst-api-test-trainer"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from registry_server import TOKENS
 
-from shared.analyst_api import AnalystClient, AnalystError
-from shared.analyst_api.schemas import AllWrongGroupSubmit
+from shared.contracts.analyst_api import AnalystClient, AnalystError
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit
 from tests.live_servers import free_port
 from tests.service_auth import (
     ANONYMOUS,

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from registry_server import TOKENS
 
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 from tests.service_bodies import assert_bodies_are_limited_then_authenticated_then_parsed
 from tests.service_servers import FrozenRegistry, analyst_serving, bearer
 

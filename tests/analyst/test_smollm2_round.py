@@ -15,10 +15,10 @@ from services.analyst.rules_backend import analyze
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import compile_round_job, make_policy
 from services.analyst.store import GroupStore
-from shared.agent.runner import EpisodeSpec, run_episodes
-from shared.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate, PolicySpec
-from shared.leak import find_leaks
-from shared.registry_api.client import RegistryClient
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, CompileRoundCreate, PolicySpec
+from shared.contracts.registry_api.client import RegistryClient
+from shared.runtime.agent.runner import EpisodeSpec, run_episodes
+from shared.runtime.leak import find_leaks
 
 GROUP_SIZE, TASKS, MAX_TURNS = 2, 4, 6
 

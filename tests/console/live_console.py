@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.registry.seed_demo import Seeded, seed
-from shared.agent.trajectory import Provenance as TraceProvenance
-from shared.agent.trajectory import StepRecord, Trajectory, zero_components
-from shared.chunks import ChunkContent
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
     CardCreate,
@@ -32,6 +30,8 @@ from shared.registry_api.schemas import (
     Treatment,
     TreatmentMode,
 )
+from shared.runtime.agent.trajectory import Provenance as TraceProvenance
+from shared.runtime.agent.trajectory import StepRecord, Trajectory, zero_components
 from tests.live_servers import live_server
 from tests.operator.live_registry import live_registry
 

@@ -16,7 +16,7 @@ import pytest
 
 from services.console.numbers import VERDICTS
 from services.registry.seed_demo import CHUNKS, PRICE_CHECK_V2
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 from tests.console.browser import chromium, require_browser, wait_for
 from tests.console.live_console import GOLD_TITLE, RETRY_ACTIONS, live_world
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from services.registry.seed_demo import seed
-from shared.demo.processes import free_port, start_registry
-from shared.demo.services import run_tokens
-from shared.registry_api.client import RegistryClient
+from shared.apps.demo.services import run_tokens
+from shared.contracts.registry_api.client import RegistryClient
+from shared.kit.processes import free_port, start_registry
 from tests.live_servers import REPO, stop
 
 
@@ -35,7 +35,7 @@ def test_console_serves_a_demo_run_folder_and_prints_an_operator_token(tmp_path)
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "console", "serve", "--port", str(port),
+        [sys.executable, "-m", "shared.apps.cli", "console", "serve", "--port", str(port),
          "--run", str(tmp_path)],
         cwd=REPO, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True,

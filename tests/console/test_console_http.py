@@ -13,8 +13,8 @@ import re
 import httpx
 import pytest
 
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     CardCreate,
     CardOutcome,
     EvidenceCreate,

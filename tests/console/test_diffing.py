@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from services.console.diffing import chunk_diff, step_diff, word_diff
-from shared.chunks import ChunkContent
+from shared.contracts.chunks import ChunkContent
 
 
 def side(pieces, drop: str) -> str:

@@ -1,9 +1,9 @@
-"""Chinese numerals read as Arabic digits (`shared/chinese_numerals.py`), the firewall's price
+"""Chinese numerals read as Arabic digits (`shared/runtime/leak/chinese_numerals.py`), the firewall's price
 rule's input. Expected values are the numbers the Chinese spells, worked out by hand."""
 
 import pytest
 
-from shared.chinese_numerals import arabic_numerals, numeral_value
+from shared.runtime.leak.chinese_numerals import arabic_numerals, numeral_value
 
 
 @pytest.mark.parametrize(

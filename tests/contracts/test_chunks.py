@@ -1,7 +1,7 @@
 import pytest
 from pydantic import ValidationError
 
-from shared.chunks import (
+from shared.contracts.chunks import (
     SKILL_BLOCK_HEADER,
     ChunkContent,
     InjectedChunk,

@@ -1,7 +1,7 @@
 import hashlib
 
-from shared import cli
-from shared.hashing import content_hash, hash_uniform
+from shared.apps import cli
+from shared.contracts.hashing import content_hash, hash_uniform
 
 
 def test_hash_uniform_is_the_reference_layout():

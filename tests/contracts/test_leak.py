@@ -1,6 +1,6 @@
 import pytest
 
-from shared.leak import GoldFacts, find_leaks
+from shared.runtime.leak import GoldFacts, find_leaks
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Observability every service shares (shared/observability.py): `/metrics` on the evaluator
+"""Observability every service shares (shared/kit/observability.py): `/metrics` on the evaluator
 and the analyst as real `intraskill ... serve` processes, job counts by kind and outcome, and
 JSON logs switched on by each service's one setting."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.auth import hash_token
-from shared.observability import ServiceMetrics
-from shared.service_jobs import JobStore
+from shared.kit.auth import hash_token
+from shared.kit.observability import ServiceMetrics
+from shared.kit.service_jobs import JobStore
 from tests.live_servers import free_port, live_server
 
 # The trainer's token, the one grant both services admit here: the API wants a token, /metrics not

@@ -1,11 +1,11 @@
-"""The stand-in S_0 (`shared/standin_s0.py`) on a real registry process: what the trainer's local
+"""The stand-in S_0 (`shared/runtime/standin_s0.py`) on a real registry process: what the trainer's local
 stack and the deploy smoke both seed when no cold start ran."""
 
 import pytest
 
-from shared.inclusion import rho_from_coefficients
-from shared.registry_api.client import RegistryClient
-from shared.standin_s0 import TOPICS, seed_standin_s0
+from shared.contracts.inclusion import rho_from_coefficients
+from shared.contracts.registry_api.client import RegistryClient
+from shared.runtime.standin_s0 import TOPICS, seed_standin_s0
 from tests.operator.live_registry import live_registry
 
 

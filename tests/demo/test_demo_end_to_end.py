@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.demo.processes import start_registry
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
+from shared.kit.processes import start_registry
 from tests.operator.live_registry import scratch_database
 
 HERE = Path(__file__).parent
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.skipif(_missing_service() is not None, reason=_missing_
 
 def demo_command(run_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "shared.cli", "demo",
+        sys.executable, "-m", "shared.apps.cli", "demo",
         "--policy", "procedural",
         "--out", str(run_dir),
         "--config", str(TINY),

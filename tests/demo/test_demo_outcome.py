@@ -14,7 +14,7 @@ import pytest
 @pytest.mark.slow
 def test_the_procedural_demo_beats_base_bare_clearly_and_significantly(tmp_path):
     run_dir = tmp_path / "demo"
-    command = [sys.executable, "-m", "shared.cli", "demo", "--policy", "procedural"]
+    command = [sys.executable, "-m", "shared.apps.cli", "demo", "--policy", "procedural"]
     done = subprocess.run(
         [*command, "--out", str(run_dir)], capture_output=True, text=True, timeout=1200
     )

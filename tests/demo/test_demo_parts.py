@@ -10,16 +10,23 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.demo.processes import (
+from shared.apps.demo.run import (
+    Demo,
+    DemoOptions,
+    PresetFacts,
+    last_json_line,
+    last_line,
+    run_id_for,
+)
+from shared.apps.demo.state import DemoState
+from shared.apps.demo.summary import condition_table, policy_statement, success_interval
+from shared.kit.processes import (
     ServiceFailed,
     free_port,
     mint_tokens,
     start_registry,
     start_service,
 )
-from shared.demo.run import Demo, DemoOptions, PresetFacts, last_json_line, last_line, run_id_for
-from shared.demo.state import DemoState
-from shared.demo.summary import condition_table, policy_statement, success_interval
 
 HERE = Path(__file__).parent
 TINY = HERE / "demo-tiny.toml"
@@ -172,7 +179,7 @@ def test_the_procedural_summary_says_its_trained_conditions_involve_no_weights()
 def test_the_test_table_is_followed_by_its_note():
     from rich.console import Console
 
-    from shared.demo.cli import print_summary
+    from shared.apps.demo.cli import print_summary
 
     row = {"success": 0.5, "success_ci": [0.3, 0.7], "r_strict": 0.5, "n_tasks": 40}
     summary = {
@@ -193,8 +200,8 @@ def test_off_a_terminal_the_display_prints_each_phase_at_once_and_a_row_at_most_
 
     from rich.console import Console
 
-    from shared.demo import display as display_module
-    from shared.demo.display import DemoDisplay
+    from shared.apps.demo import display as display_module
+    from shared.apps.demo.display import DemoDisplay
 
     clock = [1000.0]
     monkeypatch.setattr(display_module.time, "monotonic", lambda: clock[0])

@@ -309,7 +309,7 @@ def test_network_paths_are_exactly_the_designed_ones(trees) -> None:
 
 def options_from_args(args: list[str]):
     """The launcher options a vLLM argument list stands for."""
-    from shared.agent.serve import ServeOptions
+    from shared.runtime.agent.serve import ServeOptions
 
     def value(flag: str) -> str | None:
         return args[args.index(flag) + 1] if flag in args else None
@@ -336,7 +336,7 @@ def options_from_args(args: list[str]):
 
 @pytest.mark.parametrize("tree", ["base", "dev", "prod", "prod+multi-node"])
 def test_vllm_servers_run_the_launchers_flags(trees, tree) -> None:
-    from shared.agent.serve import server_args
+    from shared.runtime.agent.serve import server_args
 
     servers = [
         container

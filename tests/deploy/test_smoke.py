@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.deploy import image_venvs, sandbox
-from shared.deploy.manifests import REPO, parse_dockerfile
-from shared.deploy.smoke import Smoke, SmokeFailure, Unit, plan, work_folder
+from shared.apps.deploy import image_venvs, sandbox
+from shared.apps.deploy.manifests import REPO, parse_dockerfile
+from shared.apps.deploy.smoke import Smoke, SmokeFailure, Unit, plan, work_folder
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,7 @@ def test_without_its_data_dir_the_analyst_dies_as_in_its_pod(smoke) -> None:
 @pytest.mark.slow
 def test_the_dev_overlay_runs_one_round_with_a_gate() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "deploy", "smoke", "--overlay", "dev"],
+        [sys.executable, "-m", "shared.apps.cli", "deploy", "smoke", "--overlay", "dev"],
         cwd=REPO, capture_output=True, text=True, timeout=3600,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

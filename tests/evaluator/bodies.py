@@ -3,8 +3,8 @@ no fixtures here, so any test folder can import them."""
 
 from __future__ import annotations
 
-from shared.chunks import ChunkContent
-from shared.registry_api.schemas import CardOutcome, DeployableAbstraction
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import CardOutcome, DeployableAbstraction
 
 
 def content(tag: str) -> ChunkContent:

@@ -14,7 +14,7 @@ from services.evaluator.pairing import RolloutIdentity
 from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.settings import EvaluatorSettings
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 from tests.evaluator.bodies import card_body, content  # noqa: F401  (the tests import them here)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from services.evaluator.runtime import agent_runner_factory
 from services.evaluator.settings import EvaluatorSettings
-from shared.vllm_weights import WeightLoadError
+from shared.runtime.vllm_weights import WeightLoadError
 from tests.trainer.test_weight_sync import FakeServer, _sha, _weights, running_fake_server
 
 

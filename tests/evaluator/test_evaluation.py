@@ -23,8 +23,8 @@ from services.evaluator.pairing import IdentityMismatch, PairingError, RolloutId
 from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.service import RecordLog
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.paired_bootstrap import ALL_ZERO_NOTE
+from shared.contracts.chunks import ChunkContent, InjectedChunk
+from shared.runtime.paired_bootstrap import ALL_ZERO_NOTE
 
 TASKS = tuple(f"task-{i:06d}" for i in range(300))
 

@@ -12,11 +12,11 @@ from services.evaluator.design import online_design
 from services.evaluator.gate_run import GatePlan, run_gate
 from services.evaluator.pairing import IdentityMismatch
 from services.evaluator.rollouts import AgentRolloutRunner
-from shared.agent.backends.base import TurnFailure, TurnOutput, TurnRequest
-from shared.agent.decoding import CPU_DECODING
-from shared.agent.runner import RolloutConfig
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.shopsim.env import ShopEnv
+from shared.contracts.chunks import ChunkContent, InjectedChunk
+from shared.runtime.agent.backends.base import TurnFailure, TurnOutput, TurnRequest
+from shared.runtime.agent.decoding import CPU_DECODING
+from shared.runtime.agent.runner import RolloutConfig
+from shared.runtime.shopsim.env import ShopEnv
 
 
 class ScriptedPolicyDouble:

@@ -8,7 +8,7 @@ from reference_data import PUBLISHED_ROUNDS, REFERENCE_GATES, ROUNDS, expected, 
 from services.evaluator import cli
 from services.evaluator.gate_folder import read_gate_folder
 from services.evaluator.selection import STATUSES
-from shared.inclusion import rho_from_coefficients
+from shared.contracts.inclusion import rho_from_coefficients
 
 REFIT_KEYS = {"coefficients", "aux_coefficients", "selected", "rank", "status", "next_rho"}
 # beside the published fields: each coefficient's HC3 interval, its one-sided lower bound and

@@ -6,12 +6,12 @@ from services.evaluator.design import online_design
 from services.evaluator.gate_run import GatePlan, run_gate
 from services.evaluator.runtime import agent_runner_factory
 from services.evaluator.settings import EvaluatorSettings
-from shared.chunks import ChunkContent, InjectedChunk
+from shared.contracts.chunks import ChunkContent, InjectedChunk
 
 
 @pytest.mark.slow
 def test_gate_with_the_tiny_transformers_model(tmp_path):
-    from shared.agent.models import build_tiny_model
+    from shared.runtime.agent.models import build_tiny_model
 
     path = build_tiny_model(tmp_path, seed=0)
     settings = EvaluatorSettings(env_preset="test", max_turns=2, concurrency=20, split="val")

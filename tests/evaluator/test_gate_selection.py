@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from services.evaluator.design import gate_a_design, online_design
 from services.evaluator.selection import STATUSES, family_winner, select
-from shared.inclusion import rho_from_coefficients
+from shared.contracts.inclusion import rho_from_coefficients
 
 
 def test_exact_tie_keeps_old_and_then_the_earlier_new_version():

@@ -20,7 +20,7 @@ from registry_server import TOKENS
 from services.analyst.cold_start import _evaluator_gate_a
 from services.analyst.settings import AnalystSettings
 from shared.contracts.evaluator_api.client import EvaluatorClient, EvaluatorError
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 from tests.live_servers import free_port
 from tests.service_auth import (
     ANONYMOUS,

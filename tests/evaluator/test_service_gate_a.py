@@ -15,9 +15,9 @@ from registry_server import TOKENS
 
 from services.evaluator import cli
 from services.evaluator.records import load_gate_run
-from shared.inclusion import rho_from_coefficients
-from shared.registry_api.client import NotFound
-from shared.registry_api.schemas import ChunkSource, GateKind, GateStatus
+from shared.contracts.inclusion import rho_from_coefficients
+from shared.contracts.registry_api.client import NotFound
+from shared.contracts.registry_api.schemas import ChunkSource, GateKind, GateStatus
 
 # 16 drafts, K_init = 10. At 1,200 tasks the HC3 SE is ~0.033, so the strong effects (+0.2,
 # -0.15) are decided for certain and at least 11 of the 14 positive drafts come out positive,
@@ -249,7 +249,7 @@ def test_cold_start_cli_refuses_a_draft_that_is_not_cold_start(
 
 @pytest.mark.slow
 def test_cold_start_cli_with_the_tiny_model(registry_url, tmp_path, capsys):
-    from shared.agent.models import build_tiny_model
+    from shared.runtime.agent.models import build_tiny_model
 
     path = build_tiny_model(tmp_path / "model", seed=0)
     tag = uuid.uuid4().hex[:6]

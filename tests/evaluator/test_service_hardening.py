@@ -15,8 +15,8 @@ import httpx
 import pytest
 from gate_service_support import client, content
 
-from shared.http_retry import wait_until_ready
-from shared.registry_api.schemas import ChunkSource, GateStatus
+from shared.contracts.http_retry import wait_until_ready
+from shared.contracts.registry_api.schemas import ChunkSource, GateStatus
 from tests.live_servers import free_port, start_server
 from tests.service_bodies import assert_bodies_are_limited_then_authenticated_then_parsed
 from tests.service_servers import (

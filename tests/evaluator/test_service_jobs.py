@@ -20,7 +20,7 @@ from services.evaluator import cli
 from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
 from services.evaluator.service import RECORDS_FILE, read_records
 from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
-from shared.registry_api.schemas import GateStatus
+from shared.contracts.registry_api.schemas import GateStatus
 
 TASKS = [f"task-{i:06d}" for i in range(480)]
 ROUNDS = itertools.count(100)

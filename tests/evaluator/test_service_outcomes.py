@@ -20,8 +20,8 @@ from services.evaluator.gate_run import GatePlan, run_gate
 from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.settings import EvaluatorSettings
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
-from shared.registry_api.client import NotFound
-from shared.registry_api.schemas import GateStatus
+from shared.contracts.registry_api.client import NotFound
+from shared.contracts.registry_api.schemas import GateStatus
 from tests.live_servers import free_port
 
 # Two drafts that each lower success by 0.25 from a 0.55-0.6 base (never clipped at 0): at 600

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from services.evaluator.settings import EvaluatorSettings
-from shared.service_jobs import JobStore
+from shared.kit.service_jobs import JobStore
 
 
 def wait(store, job_id):

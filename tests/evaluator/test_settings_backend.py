@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-import shared.agent.backends as backends
+import shared.runtime.agent.backends as backends
 from services.evaluator import runtime
 from services.evaluator.settings import EvaluatorSettings
 

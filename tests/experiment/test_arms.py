@@ -15,11 +15,11 @@ import pytest
 from typer.testing import CliRunner
 
 from services.trainer.config import TrainerConfig
-from shared.experiment import cli
-from shared.experiment.arms import ArmError, arm, parse_arms
-from shared.experiment.budget import experiment_hours, run_hours
-from shared.experiment.cli import load_plan
-from shared.experiment.compare import arm_fingerprint
+from shared.apps.experiment import cli
+from shared.apps.experiment.arms import ArmError, arm, parse_arms
+from shared.apps.experiment.budget import experiment_hours, run_hours
+from shared.apps.experiment.cli import load_plan
+from shared.apps.experiment.compare import arm_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = tomllib.loads((REPO / "configs" / "cpu.toml").read_text())

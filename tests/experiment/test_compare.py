@@ -13,10 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from shared.experiment import cli
-from shared.experiment.arms import parse_arms
-from shared.experiment.compare import build_comparison
-from shared.experiment.report import write_report
+from shared.apps.experiment import cli
+from shared.apps.experiment.arms import parse_arms
+from shared.apps.experiment.compare import build_comparison
+from shared.apps.experiment.report import write_report
 
 N = 10
 ARMS = parse_arms("intraskill,grpo")

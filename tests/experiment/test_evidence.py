@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from shared.experiment.evidence import (
+from shared.apps.experiment.evidence import (
     EFFECT_OF_INTEREST_PP,
     build_evidence,
     card_evidence,

@@ -25,9 +25,9 @@ SEEDS, ROUNDS, TEST_TASKS = 2, 2, 20
 
 def command(out: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "shared.cli", "experiment", *extra,
+        sys.executable, "-m", "shared.apps.cli", "experiment", *extra,
     ] if extra and extra[0] == "report" else [
-        sys.executable, "-m", "shared.cli", "experiment", "run",
+        sys.executable, "-m", "shared.apps.cli", "experiment", "run",
         "--config", str(HERE / "experiment-tiny.toml"),
         "--policy", "procedural",
         "--arms", ",".join(ARMS),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.experiment.run import _local_weights_digest, same_weights_checkpoints
-from shared.hashing import weights_digest
+from shared.apps.experiment.run import _local_weights_digest, same_weights_checkpoints
+from shared.contracts.hashing import weights_digest
 
 
 def checkpoint(folder: Path, files: dict[str, bytes]) -> Path:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from shared.experiment import stats
-from shared.paired_bootstrap import ALL_ZERO_NOTE, Metric, paired_bootstrap
+from shared.apps.experiment import stats
+from shared.runtime.paired_bootstrap import ALL_ZERO_NOTE, Metric, paired_bootstrap
 
 
 def exact_coverage(interval, n: int, p: float) -> float:

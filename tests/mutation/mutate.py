@@ -47,27 +47,27 @@ REWARD_TESTS = (
 )
 TARGETS: dict[str, Target] = {
     "reward-text": Target(
-        ("shared/shopsim/reward/text.py",),
+        ("shared/runtime/shopsim/reward/text.py",),
         REWARD_TESTS,
     ),
     "reward-price": Target(
-        ("shared/shopsim/reward/price.py",),
+        ("shared/runtime/shopsim/reward/price.py",),
         REWARD_TESTS,
     ),
     "reward-rest": Target(
         tuple(
-            f"shared/shopsim/reward/{name}.py"
+            f"shared/runtime/shopsim/reward/{name}.py"
             for name in ("attributes", "budget", "options", "score", "title_terms", "type_score")
         ),
         REWARD_TESTS,
     ),
     "leak": Target(
         (
-            "shared/leak.py",
-            "shared/leak_canonical.py",
-            "shared/leak_numbers.py",
-            "shared/leak_catalog.py",
-            "shared/chinese_numerals.py",
+            "shared/runtime/leak/__init__.py",
+            "shared/runtime/leak/canonical.py",
+            "shared/runtime/leak/numbers.py",
+            "shared/runtime/leak/catalog.py",
+            "shared/runtime/leak/chinese_numerals.py",
         ),
         (
             "tests/contracts/test_leak.py",

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from shared.operator.bank_cli import main as bank
-from shared.operator.chunk_cli import main as chunk
-from shared.registry_api.client import RegistryClient
+from shared.apps.operator.bank_cli import main as bank
+from shared.apps.operator.chunk_cli import main as chunk
+from shared.contracts.registry_api.client import RegistryClient
 from tests.operator.live_registry import live_registry
 
 PRICE = {
@@ -208,7 +208,7 @@ def test_errors_say_what_to_do(world, as_role, capsys, monkeypatch):
 
 
 def test_an_unreachable_registry_says_how_to_start_it(monkeypatch, capsys):
-    from shared.demo.processes import free_port
+    from shared.kit.processes import free_port
 
     monkeypatch.setenv("INTRASKILL_REGISTRY_TOKEN", "t")
     url = f"http://127.0.0.1:{free_port()}"

@@ -22,8 +22,8 @@ from services.registry.app import create_app
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.migrate import upgrade
 from services.registry.settings import RegistrySettings
-from shared.auth import TokenGrant, hash_token
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import TokenGrant, hash_token
 from tests.live_servers import scratch_database
 
 

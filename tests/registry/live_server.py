@@ -25,8 +25,8 @@ import httpx
 import psycopg
 from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
 
-from shared.http_retry import wait_until_ready
-from shared.registry_api.schemas import Role
+from shared.contracts.http_retry import wait_until_ready
+from shared.contracts.registry_api.schemas import Role
 from tests.live_servers import REPO, scratch_postgres_database, start_server, stop
 
 REPO_ROOT = REPO
@@ -42,7 +42,7 @@ TWICE_LISTED_TOKEN = "test-token-twice-listed-operator"
 
 def token_grants() -> str:
     """REGISTRY_TOKENS: the test tokens of every role, plus an expired and a revoked one."""
-    from shared.auth import hash_token
+    from shared.kit.auth import hash_token
 
     grants = [
         {"name": ACTORS[role], "role": role.value, "token_sha256": hash_token(TOKENS[role])}

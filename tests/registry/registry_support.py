@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 from fastapi.testclient import TestClient
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 from tests.live_servers import ADMIN_URL as ADMIN_URL  # re-exported to the registry tests
 from tests.live_servers import free_port
 

@@ -36,7 +36,7 @@ from live_server import (
 )
 from registry_support import TOKENS, chunk_content, gate_protocol, headers
 
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 from tests.live_servers import scratch_database, scratch_postgres_database
 
 

@@ -28,7 +28,7 @@ from live_server import (
 )
 from registry_support import chunk_content, gate_protocol, headers
 
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 from tests.live_servers import scratch_postgres_database
 
 

@@ -15,7 +15,7 @@ import pytest
 from live_server import TWICE_LISTED_TOKEN, LiveRegistry, concurrently, unique
 from registry_support import chunk_content, headers
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def versions(registry: LiveRegistry, n: int) -> list[int]:

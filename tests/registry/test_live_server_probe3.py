@@ -24,7 +24,7 @@ import pytest
 from live_server import LiveRegistry, concurrently, unique
 from registry_support import ADMIN_URL, TOKENS, chunk_content, gate_protocol, headers
 
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 
 # ---------------------------------------------------------------- the loop's records
 

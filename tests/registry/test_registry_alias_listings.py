@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def _move(api, name: str, bank_id: int) -> None:

@@ -9,8 +9,8 @@ from registry_support import chunk_content
 from sqlalchemy import text
 
 from services.registry.errors import install_error_handlers
-from shared.chunks import MAX_FIELD_CHARS, MAX_TITLE_CHARS
-from shared.registry_api.schemas import Role
+from shared.contracts.chunks import MAX_FIELD_CHARS, MAX_TITLE_CHARS
+from shared.contracts.registry_api.schemas import Role
 
 
 def _loc(response) -> list:

@@ -18,8 +18,8 @@ from registry_support import (
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse
 
-from shared.chunks import ChunkContent
-from shared.registry_api import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api import (
     AuthError,
     Invalid,
     NotFound,
@@ -27,7 +27,7 @@ from shared.registry_api import (
     RegistryClient,
     Unavailable,
 )
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     REWARD_COMPONENTS,
     BankEntryIn,
     ChunkSource,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from registry_support import CHINESE_CHUNK, TOKENS, chunk_content, gate_protocol, serve
 
-from shared.chunks import ChunkContent
-from shared.registry_api import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api import RegistryClient
+from shared.contracts.registry_api.schemas import (
     REWARD_COMPONENTS,
     BankEntryIn,
     CandidateCreate,

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from shared.registry_api import RegistryClient, Unavailable
+from shared.contracts.registry_api import RegistryClient, Unavailable
 
 
 @contextmanager

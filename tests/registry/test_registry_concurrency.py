@@ -11,7 +11,7 @@ from registry_support import chunk_content, headers
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def _parallel(n: int, call):

@@ -16,8 +16,8 @@ from services.registry.app import create_app
 from services.registry.cli import main as registry_cli
 from services.registry.migrate import upgrade
 from services.registry.settings import RegistrySettings
-from shared.auth import TokenGrant, hash_token
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import TokenGrant, hash_token
 
 
 def test_sqlite_file_serves_the_lifecycle(tmp_path):
@@ -67,7 +67,7 @@ def test_serve_runs_the_embedded_demo(tmp_path):
         k: v for k, v in os.environ.items() if not k.startswith("REGISTRY_") and k != "DATABASE_URL"
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "registry", "serve", "--port", str(port)],
+        [sys.executable, "-m", "shared.apps.cli", "registry", "serve", "--port", str(port)],
         cwd=tmp_path,
         env={**env, "PYTHONPATH": os.getcwd()},
         stdout=subprocess.PIPE,

@@ -7,7 +7,7 @@ import pytest
 
 from services.registry.banks.cache import FrozenBankCache
 from services.registry.concurrency import etag_matches, revisions_from_if_match
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 STRONG = '"abc123"'
 

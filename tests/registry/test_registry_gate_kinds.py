@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from registry_support import ADMIN_URL, GATE_IDENTITY, chunk_content, gate_protocol
 
 from services.registry.migrate import upgrade
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 
 
 def rewards(strict: float) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from registry_support import CHINESE_CHUNK, chunk_content, gate_protocol
 
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 
 
 def online_gate(base_bank_id: int, columns: list[dict], *, mask_seed: int, n_tasks: int) -> dict:

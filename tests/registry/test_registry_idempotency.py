@@ -5,7 +5,7 @@ from __future__ import annotations
 from registry_support import chunk_content
 from sqlalchemy import text
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def _count(app, sql: str) -> int:

@@ -7,11 +7,11 @@ from pydantic import ValidationError
 
 from services.registry.cards.gold import withhold_gold
 from services.registry.paths import plain_decimal
-from shared.auth import TokenGrant, TokenTable, Unauthorized, hash_token
-from shared.chunks import ChunkContent
-from shared.registry_api.aliases import is_protected
-from shared.registry_api.schemas import MAX_JSON_DEPTH, CardCreate, Role, json_depth
-from shared.request_body import nesting_depth
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.aliases import is_protected
+from shared.contracts.registry_api.schemas import MAX_JSON_DEPTH, CardCreate, Role, json_depth
+from shared.kit.auth import TokenGrant, TokenTable, Unauthorized, hash_token
+from shared.kit.request_body import nesting_depth
 
 
 @pytest.mark.parametrize(

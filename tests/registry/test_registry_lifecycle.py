@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from registry_support import CHINESE_CHUNK, chunk_content
 
-from shared.chunks import ChunkContent, InjectedChunk, render_skill_block
-from shared.registry_api.schemas import Role
+from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block
+from shared.contracts.registry_api.schemas import Role
 
 
 def test_full_lifecycle(api):

@@ -10,7 +10,7 @@ import httpx
 from live_server import serve_registry
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 from tests.live_servers import scratch_postgres_database
 
 

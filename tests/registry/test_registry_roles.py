@@ -15,7 +15,7 @@ from registry_support import headers
 
 from services.registry.app import create_app
 from services.registry.settings import RegistrySettings
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 ANALYST, EVALUATOR, TRAINER, OPERATOR = Role.analyst, Role.evaluator, Role.trainer, Role.operator
 POLICY: dict[tuple[str, str], set[Role]] = {

@@ -9,7 +9,7 @@ from registry_support import chunk_content
 from sqlmodel import SQLModel
 
 import services.registry.models  # noqa: F401
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def test_migrations_match_the_models(app):

@@ -27,8 +27,8 @@ from write_catalog import WriteWalk
 from services.registry.app import create_app
 from services.registry.migrate import upgrade
 from services.registry.settings import RegistrySettings
-from shared.auth import hash_token
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
+from shared.kit.auth import hash_token
 from tests.live_servers import live_server, scratch_postgres_database
 
 CHECKS = [not_a_server_error, content_type_conformance, response_schema_conformance]

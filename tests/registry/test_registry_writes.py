@@ -6,7 +6,7 @@ from __future__ import annotations
 from registry_support import ACTORS
 from write_catalog import WRITES, WriteWalk
 
-from shared.registry_api.schemas import Role
+from shared.contracts.registry_api.schemas import Role
 
 
 def _audit_total(api) -> int:

@@ -53,7 +53,7 @@ def roles() -> Iterator[dict[str, str]]:
 def run(args: list[str], database_url: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DATABASE_URL": database_url, "REGISTRY_TOKENS": "[]"}
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", "registry", *args],
+        [sys.executable, "-m", "shared.apps.cli", "registry", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

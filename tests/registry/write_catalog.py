@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from registry_support import Api, chunk_content, gate_protocol
 
-from shared.registry_api.schemas import REWARD_COMPONENTS, Role
+from shared.contracts.registry_api.schemas import REWARD_COMPONENTS, Role
 
 State = dict[str, Any]
 

@@ -12,8 +12,8 @@ import re
 import pytest
 from PIL import Image
 
-from shared.registry_api.client import RegistryClient
-from shared.report.cli import main as report
+from shared.apps.report.cli import main as report
+from shared.contracts.registry_api.client import RegistryClient
 from tests.operator.live_registry import live_registry
 from tests.report.synthetic_run import write_run
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.shopsim.env import ShopEnv
+from shared.runtime.shopsim.env import ShopEnv
 
 # The reference's reward vectors, vendored under tests/fixtures/reference (see its README).
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "reward-cases"

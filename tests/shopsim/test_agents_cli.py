@@ -7,11 +7,16 @@ import json
 
 import pytest
 
-from shared.cli import main as intraskill
-from shared.shopsim.agents import OracleAgent, evaluate_agent, heuristic_factory, run_episode
-from shared.shopsim.env import ShopEnv
-from shared.shopsim.reward.cases import CASE_OUTPUT_KEYS, case_output
-from shared.shopsim.types import TaskView
+from shared.apps.cli import main as intraskill
+from shared.runtime.shopsim.agents import (
+    OracleAgent,
+    evaluate_agent,
+    heuristic_factory,
+    run_episode,
+)
+from shared.runtime.shopsim.env import ShopEnv
+from shared.runtime.shopsim.reward.cases import CASE_OUTPUT_KEYS, case_output
+from shared.runtime.shopsim.types import TaskView
 from tests.shopsim.conftest import FIXTURES, load_fixture
 
 
@@ -121,7 +126,7 @@ def test_a_turn_cap_cuts_the_episode_and_scores_it_zero(env: ShopEnv) -> None:
 
 
 def test_turn_cap_table_counts_the_oracles_fewest_turns(env: ShopEnv) -> None:
-    from shared.shopsim.agents import turn_cap_table
+    from shared.runtime.shopsim.agents import turn_cap_table
 
     table = turn_cap_table(env, (1, 30), splits=("val",))["val"]
     tasks = len(env.task_ids("val"))

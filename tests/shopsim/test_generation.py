@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from shared.leak import find_leaks
-from shared.shopsim.catalog import generate_catalog
-from shared.shopsim.env import ShopEnv
-from shared.shopsim.presets import build_world
-from shared.shopsim.reward import resolve_sku_price, score_purchase
-from shared.shopsim.tasks import TaskSettings, budget_for, generate_tasks
-from shared.shopsim.vocabulary import vocabulary_problems
-from shared.shopsim.world import split_digests
+from shared.runtime.leak import find_leaks
+from shared.runtime.shopsim.catalog import generate_catalog
+from shared.runtime.shopsim.env import ShopEnv
+from shared.runtime.shopsim.presets import build_world
+from shared.runtime.shopsim.reward import resolve_sku_price, score_purchase
+from shared.runtime.shopsim.tasks import TaskSettings, budget_for, generate_tasks
+from shared.runtime.shopsim.vocabulary import vocabulary_problems
+from shared.runtime.shopsim.world import split_digests
 
 
 def test_vocabulary_has_no_confusable_values() -> None:

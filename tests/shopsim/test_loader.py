@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.shopsim.env import ShopEnv
-from shared.shopsim.loader import LoaderError, load_world_dir, write_world
+from shared.runtime.shopsim.env import ShopEnv
+from shared.runtime.shopsim.loader import LoaderError, load_world_dir, write_world
 
 PRODUCTS = [
     {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.shopsim.agents import evaluate_agent
-from shared.shopsim.env import ShopEnv
+from shared.runtime.shopsim.agents import evaluate_agent
+from shared.runtime.shopsim.env import ShopEnv
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.shopsim.reward.cases import evaluate_budget_case, evaluate_case
-from shared.shopsim.reward.title_terms import lexical_title_terms
+from shared.runtime.shopsim.reward.cases import evaluate_budget_case, evaluate_case
+from shared.runtime.shopsim.reward.title_terms import lexical_title_terms
 from tests.shopsim.conftest import load_fixture
 
 CASES = load_fixture("cases.json")

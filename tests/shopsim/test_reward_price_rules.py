@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from shared.shopsim.reward import price_reward, resolve_sku_price
-from shared.shopsim.reward.price import (
+from shared.runtime.shopsim.reward import price_reward, resolve_sku_price
+from shared.runtime.shopsim.reward.price import (
     PriceResolution,
     explicit_price_resolution,
     valid_price,

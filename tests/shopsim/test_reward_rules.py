@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.shopsim.reward import (
+from shared.runtime.shopsim.reward import (
     RewardGoal,
     RewardProduct,
     explicit_budget_from_instruction,
@@ -20,17 +20,17 @@ from shared.shopsim.reward import (
     score_purchase,
     token_set_ratio,
 )
-from shared.shopsim.reward.attributes import attribute_reward, searchable_text
-from shared.shopsim.reward.budget import (
+from shared.runtime.shopsim.reward.attributes import attribute_reward, searchable_text
+from shared.runtime.shopsim.reward.budget import (
     BudgetError,
     annotation_price_upper,
     chinese_numeral_value,
 )
-from shared.shopsim.reward.options import option_reward, required_option_values
-from shared.shopsim.reward.price import PriceResolution
-from shared.shopsim.reward.text import fuzzy_match, fuzzy_tokens, normalize_option_text
-from shared.shopsim.reward.title_terms import lexical_title_terms
-from shared.shopsim.reward.type_score import category_match, category_parts, type_ladder
+from shared.runtime.shopsim.reward.options import option_reward, required_option_values
+from shared.runtime.shopsim.reward.price import PriceResolution
+from shared.runtime.shopsim.reward.text import fuzzy_match, fuzzy_tokens, normalize_option_text
+from shared.runtime.shopsim.reward.title_terms import lexical_title_terms
+from shared.runtime.shopsim.reward.type_score import category_match, category_parts, type_ladder
 
 
 # -- 1. text primitives ---------------------------------------------------------------------

@@ -7,12 +7,12 @@ import sqlite3
 
 import pytest
 
-from shared.shopsim.catalog import generate_catalog
-from shared.shopsim.presets import build_world
-from shared.shopsim.product import Catalog, Product
-from shared.shopsim.search import Bm25Index, build_index
-from shared.shopsim.search_fts5 import TOKENIZER, Fts5Index
-from shared.shopsim.search_text import (
+from shared.runtime.shopsim.catalog import generate_catalog
+from shared.runtime.shopsim.presets import build_world
+from shared.runtime.shopsim.product import Catalog, Product
+from shared.runtime.shopsim.search import Bm25Index, build_index
+from shared.runtime.shopsim.search_fts5 import TOKENIZER, Fts5Index
+from shared.runtime.shopsim.search_text import (
     FIELDS,
     MAX_QUERY_TOKENS,
     FieldTokenizer,

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from shared.shopsim.actions import parse_action
-from shared.shopsim.env import EpisodeOver, ShopEnv
-from shared.shopsim.presets import PRESETS
-from shared.shopsim.search import Bm25Index
-from shared.shopsim.site import SiteConfig
-from shared.shopsim.types import StepResult
+from shared.runtime.shopsim.actions import parse_action
+from shared.runtime.shopsim.env import EpisodeOver, ShopEnv
+from shared.runtime.shopsim.presets import PRESETS
+from shared.runtime.shopsim.search import Bm25Index
+from shared.runtime.shopsim.site import SiteConfig
+from shared.runtime.shopsim.types import StepResult
 
 
 @pytest.fixture(scope="module")

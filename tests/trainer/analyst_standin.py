@@ -1,6 +1,6 @@
 """A TEST DOUBLE of the analyst service: it records the trainer's calls and compiles nothing.
 
-It answers the analyst's HTTP contract (`shared/analyst_api`) for the routes the trainer uses:
+It answers the analyst's HTTP contract (`shared/contracts/analyst_api`) for the routes the trainer uses:
 all-wrong group submissions (idempotent on run, round, step and group index; a different body
 under the same key is a 409) and round compile jobs (idempotent on the Idempotency-Key), which
 succeed at once with no candidates and the round's funnel counts. Every call is appended to

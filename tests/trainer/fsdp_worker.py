@@ -53,7 +53,7 @@ def main(out: Path) -> None:
     import services.trainer.policy as policy_module
     from services.trainer.distributed import world
     from services.trainer.rank_check import rank_weight_spread
-    from shared.agent.models import resolve_model
+    from shared.runtime.agent.models import resolve_model
     from tests.trainer.test_distributed import TEMPERATURE, _config, _episodes
 
     accelerate_fsdp_on_cpu()

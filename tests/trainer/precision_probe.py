@@ -13,7 +13,7 @@ import torch
 
 from services.trainer.config import TrainerConfig
 from services.trainer.policy import Policy
-from shared.agent.models import resolve_model
+from shared.runtime.agent.models import resolve_model
 from tests.trainer.test_distributed import _episodes
 
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from services.trainer.local_stack import free_port
-from shared.http_retry import wait_until_ready
+from shared.contracts.http_retry import wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -22,7 +22,7 @@ def train_command(config: Path, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "shared.cli",
+        "shared.apps.cli",
         "train",
         "run",
         "--config",

@@ -15,7 +15,7 @@ from services.trainer.gate_round import gate_round
 from services.trainer.orchestrator import Run, RunError, ServiceUrls
 from services.trainer.run_context import RunContext, RunState
 from services.trainer.service_lifecycle import ServiceClients
-from shared.registry_api.client import RegistryClient
+from shared.contracts.registry_api.client import RegistryClient
 from tests.evaluator.bodies import card_body, content
 from tests.operator.live_registry import live_registry
 

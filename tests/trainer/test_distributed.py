@@ -16,9 +16,9 @@ torch = pytest.importorskip("torch")
 
 from services.trainer.config import TrainerConfig  # noqa: E402
 from services.trainer.policy import Policy  # noqa: E402
-from shared.agent.advantage import TrainingSample  # noqa: E402
-from shared.agent.models import resolve_model  # noqa: E402
-from shared.agent.trajectory import Segment  # noqa: E402
+from shared.runtime.agent.advantage import TrainingSample  # noqa: E402
+from shared.runtime.agent.models import resolve_model  # noqa: E402
+from shared.runtime.agent.trajectory import Segment  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPERATURE, PROMPT, GENERATED = 0.6, 14, 6
@@ -129,13 +129,13 @@ def test_saved_weights_are_the_trained_ones(tmp_path):
 
 def test_a_tied_head_is_saved_under_its_own_name_too(tmp_path):
     """vLLM's in-place reload repacks only the layers a folder names a weight for, and HF saves
-    a tied lm_head only as the embedding (shared/vllm_weights.py): the trainer's folders name it.
+    a tied lm_head only as the embedding (shared/runtime/vllm_weights.py): the trainer's folders name it.
     The tiny model ties them, as SmolLM2 does."""
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     from services.trainer.saving import saved_names
-    from shared.vllm_weights import TIED_HEAD_FILE
+    from shared.runtime.vllm_weights import TIED_HEAD_FILE
 
     model, tokenizer = _tiny()
     policy = Policy(model, tokenizer, _config(), temperature=TEMPERATURE)
@@ -158,7 +158,7 @@ def test_a_sharded_save_lists_the_tied_head_in_its_index(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from services.trainer.saving import tied_head
-    from shared.vllm_weights import INDEX_FILE, TIED_HEAD_FILE, write_tied_head
+    from shared.runtime.vllm_weights import INDEX_FILE, TIED_HEAD_FILE, write_tied_head
 
     model, _ = _tiny()
     model.save_pretrained(tmp_path, safe_serialization=True, max_shard_size="100KB")

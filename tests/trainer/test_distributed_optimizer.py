@@ -23,7 +23,7 @@ dist = pytest.importorskip("torch.distributed")
 
 from services.trainer.distributed import make_accelerator  # noqa: E402
 from services.trainer.saving import load_optimizer, save_optimizer  # noqa: E402
-from shared.agent.models import resolve_model  # noqa: E402
+from shared.runtime.agent.models import resolve_model  # noqa: E402
 
 WORLD = 2
 MOMENTS = ("exp_avg", "exp_avg_sq", "step")

@@ -39,7 +39,7 @@ def options(argv: list[str]) -> list[str]:
 
 
 def cli_help(*command: str) -> str:
-    argv = [sys.executable, "-m", "shared.cli", *command, "--help"]
+    argv = [sys.executable, "-m", "shared.apps.cli", *command, "--help"]
     return subprocess.run(argv, cwd=REPO, env=ENV, capture_output=True, text=True).stdout
 
 
@@ -67,7 +67,7 @@ def test_every_command_is_the_projects_cli_with_options_it_has():
         "--config_file", "configs/accelerate_fsdp.yaml", "--num_processes", "1",
     ]  # fmt: skip
     run = train[train.index("-m") + 1 :]
-    assert run[:4] == ["shared.cli", "train", "run", "--config"]
+    assert run[:4] == ["shared.apps.cli", "train", "run", "--config"]
     assert run[4] == "configs/gpu-smoke.toml"
     train_help = cli_help("train", "run")
     assert all(option in train_help for option in options(run[3:])), options(run)

@@ -3,7 +3,7 @@ update (the loss, the masks and the optimizer train, they do not just run).
 
 The task: after a fixed prompt, generate 6 tokens; the reward is the share of them in a fixed
 quarter of the vocabulary (a random model scores about 0.25). Prompt tokens carry no loss; the
-advantage is the group-relative one of `shared/agent/advantage.py`.
+advantage is the group-relative one of `shared/runtime/agent/advantage.py`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 
 from services.trainer.config import TrainerConfig
 from services.trainer.policy import Policy
-from shared.agent.advantage import TrainingSample, normalized_advantages
-from shared.agent.models import resolve_model
-from shared.agent.trajectory import Segment
+from shared.runtime.agent.advantage import TrainingSample, normalized_advantages
+from shared.runtime.agent.models import resolve_model
+from shared.runtime.agent.trajectory import Segment
 
 GROUP, GROUPS, NEW_TOKENS, STEPS = 8, 4, 6, 12
 

@@ -208,7 +208,7 @@ def test_cli_loss_check_prints_the_contract(tmp_path):
         json.dumps({k: case[k] for k in ("clip_low", "clip_high", "aggregation", "samples")})
     )
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "train", "loss-check", str(path), "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -258,7 +258,7 @@ def test_the_cli_refuses_a_malformed_case_with_exit_1_and_the_reason(tmp_path):
     path = tmp_path / "case.json"
     path.write_text(json.dumps({"clip_low": 0.2, "aggregation": "token_mean", "samples": []}))
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "train", "loss-check", str(path), "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -376,7 +376,7 @@ def test_the_cli_prints_one_json_line_per_case_of_the_cases_file():
     document = json.loads((CASES / "cases.json").read_text())
     path = CASES / "cases.json"
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "train", "loss-check", str(path), "--json"],
+        [sys.executable, "-m", "shared.apps.cli", "train", "loss-check", str(path), "--json"],
         cwd=REPO,
         capture_output=True,
         text=True,

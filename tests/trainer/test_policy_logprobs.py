@@ -16,9 +16,9 @@ import torch
 
 from services.trainer.config import RolloutServersConfig, TrainerConfig
 from services.trainer.policy import Policy
-from shared.agent.advantage import TrainingSample
-from shared.agent.models import resolve_model
-from shared.agent.trajectory import Segment
+from shared.runtime.agent.advantage import TrainingSample
+from shared.runtime.agent.models import resolve_model
+from shared.runtime.agent.trajectory import Segment
 
 TEMPERATURE = 0.7
 

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 
 from services.trainer.config import TrainerConfig  # noqa: E402
 from services.trainer.policy import Policy  # noqa: E402
-from shared.agent.models import resolve_model  # noqa: E402
+from shared.runtime.agent.models import resolve_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

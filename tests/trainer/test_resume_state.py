@@ -16,7 +16,7 @@ from services.trainer.config import TrainerConfig  # noqa: E402
 from services.trainer.policy import OPTIMIZER_FILE  # noqa: E402
 from services.trainer.policy_loading import load_policy  # noqa: E402
 from services.trainer.run_context import RunContext, RunRecord, RunState  # noqa: E402
-from shared.agent.models import resolve_model  # noqa: E402
+from shared.runtime.agent.models import resolve_model  # noqa: E402
 from tests.trainer.run_support import CONFIGS  # noqa: E402
 from tests.trainer.test_distributed import _episodes  # noqa: E402
 

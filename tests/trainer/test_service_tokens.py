@@ -11,7 +11,7 @@ import pytest
 from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_lifecycle import ENV_TOKENS, SERVICES, service_token
-from shared.auth import hash_token
+from shared.kit.auth import hash_token
 
 
 @pytest.mark.parametrize("service", SERVICES)

@@ -14,7 +14,7 @@ import pytest
 from services.trainer import service_wait
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import readiness_url, wait_for_alias, wait_until_ready
-from shared.registry_api.client import NotFound
+from shared.contracts.registry_api.client import NotFound
 
 
 def server_ready_after(seconds: float) -> tuple[ThreadingHTTPServer, str]:

@@ -13,9 +13,9 @@ from services.trainer.rollouts import SimulatedRollouts
 from services.trainer.run_context import RunError
 from services.trainer.step import TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumChunk, CurriculumState, InconsistentGroup
-from shared.agent.backends.simulated import SimulatedBackend, SimulatedPolicyModel
-from shared.chunks import ChunkContent, InjectedChunk
-from shared.registry_api.schemas import BankEntryPublic, BankPublic
+from shared.contracts.chunks import ChunkContent, InjectedChunk
+from shared.contracts.registry_api.schemas import BankEntryPublic, BankPublic
+from shared.runtime.agent.backends.simulated import SimulatedBackend, SimulatedPolicyModel
 
 CONTENT = ChunkContent(
     title="Check options",
@@ -216,8 +216,8 @@ def test_the_curriculum_takes_rho_from_the_gate_coefficients_and_refuses_bad_ban
 
 
 def test_the_simulated_backend_succeeds_in_shopsim_as_often_as_its_model_says():
-    from shared.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
-    from shared.shopsim.env import ShopEnv
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig, RolloutEngine
+    from shared.runtime.shopsim.env import ShopEnv
 
     env = ShopEnv.from_preset("test")
     model = SimulatedPolicyModel(seed=2, base_success=(1.0, 1.0))

@@ -13,7 +13,7 @@ from services.trainer.treatments import (
     check_group_consistent,
     sample_treatment,
 )
-from shared.inclusion import rho_from_coefficients
+from shared.contracts.inclusion import rho_from_coefficients
 
 
 def state(rhos=(0.9, 0.55, 0.2), q=0.2, seed=20260901, bank_id=3) -> CurriculumState:

@@ -20,8 +20,8 @@ import pytest
 from services.evaluator.runtime import agent_runner_factory
 from services.evaluator.settings import EvaluatorSettings
 from services.trainer.weight_sync import ServerRollouts, WeightSync, WeightSyncError, from_config
-from shared.agent.runner import RolloutConfig
-from shared.agent.serve import vllm_python
+from shared.runtime.agent.runner import RolloutConfig
+from shared.runtime.agent.serve import vllm_python
 from tests.trainer.test_weight_sync import FakeServer, _weights, running_fake_server
 
 KEY = "test-vllm-key"

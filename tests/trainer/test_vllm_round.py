@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.agent.serve import vllm_python
+from shared.runtime.agent.serve import vllm_python
 from tests.agent.vllm_serving import agent_serve
 from tests.trainer.run_support import REPO, analyst_standin, environment, metrics, run_train
 
@@ -217,8 +217,8 @@ def stale_mismatch(episodes: list[dict]) -> float:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from shared.agent.decoding import CPU_DECODING
-    from shared.agent.models import resolve_model
+    from shared.runtime.agent.decoding import CPU_DECODING
+    from shared.runtime.agent.models import resolve_model
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model("smollm2"), dtype=torch.float32)
     total, count = 0.0, 0

@@ -15,9 +15,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from shared.agent.decoding import CPU_DECODING
-from shared.shopsim.agents import HeuristicAgent, run_episode
-from shared.shopsim.env import ShopEnv
+from shared.runtime.agent.decoding import CPU_DECODING
+from shared.runtime.shopsim.agents import HeuristicAgent, run_episode
+from shared.runtime.shopsim.env import ShopEnv
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -42,7 +42,7 @@ def model_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_dir(model_cache) -> Path:
-    from shared.agent.models import build_tiny_model
+    from shared.runtime.agent.models import build_tiny_model
 
     return build_tiny_model(model_cache, seed=0)
 
@@ -51,7 +51,7 @@ def tiny_dir(model_cache) -> Path:
 def renderer(tiny_dir):
     from transformers import AutoTokenizer
 
-    from shared.agent.chat import ChatRenderer
+    from shared.runtime.agent.chat import ChatRenderer
 
     return ChatRenderer(AutoTokenizer.from_pretrained(tiny_dir, local_files_only=True))
 

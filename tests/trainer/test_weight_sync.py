@@ -24,10 +24,10 @@ from services.trainer.weight_sync import (
     WeightSyncError,
     adapter_name,
 )
-from shared.agent.serve import free_port
+from shared.runtime.agent.serve import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE_SERVER = "tests.trainer.fake_vllm_server"
+FAKE_SERVER = "shared.runtime.doubles.fake_vllm_server"
 
 
 class FakeServer:
@@ -210,7 +210,7 @@ class RecordingBackend:
         self.url, self.model_id, self.checkpoint_id, self.log = url, model, version, log
 
     def generate(self, requests, decoding):
-        from shared.agent.backends.base import TurnFailure
+        from shared.runtime.agent.backends.base import TurnFailure
 
         self.log += [(self.url, self.model_id, request.key) for request in requests]
         return [TurnFailure("recording test double") for _ in requests]
@@ -224,8 +224,8 @@ class RecordingBackend:
 
 def test_server_rollouts_push_after_each_step_and_never_sample_a_stale_policy(servers, tmp_path):
     from services.trainer.weight_sync import ServerRollouts
-    from shared.agent.runner import EpisodeSpec, RolloutConfig
-    from shared.shopsim.env import ShopEnv
+    from shared.runtime.agent.runner import EpisodeSpec, RolloutConfig
+    from shared.runtime.shopsim.env import ShopEnv
 
     def save(folder: Path) -> None:  # the policy's weights as the trainer writes them
         folder.mkdir(parents=True)

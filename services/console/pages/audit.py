@@ -12,8 +12,8 @@ from fastapi.responses import Response
 
 from services.console.deps import Login
 from services.console.views import render
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import AuditEntryPublic
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import AuditEntryPublic
 
 router = APIRouter()
 PAGE = 50

@@ -14,7 +14,7 @@ from services.console.errors import CsrfRefused
 from services.console.sessions import COOKIE, LOGIN_COOKIE, TooManyLogins
 from services.console.settings import ConsoleSettings
 from services.console.views import render
-from shared.registry_api.client import AuthError, RegistryClient, RegistryError
+from shared.contracts.registry_api.client import AuthError, RegistryClient, RegistryError
 
 router = APIRouter()
 

@@ -16,8 +16,8 @@ from services.console.errors import describe
 from services.console.numbers import MEANINGS, included_counts
 from services.console.sessions import Session
 from services.console.views import render, when
-from shared.registry_api.client import PreconditionFailed, RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.client import PreconditionFailed, RegistryClient
+from shared.contracts.registry_api.schemas import (
     AliasEventPublic,
     AliasPublic,
     BankEntryPublic,

@@ -15,8 +15,8 @@ from services.console.numbers import MEANINGS, VERDICTS, axis_title, included_co
 from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import (
     BankEntryPublic,
     ChunkVersionPublic,
     DecisionRowPublic,

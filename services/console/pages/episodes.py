@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from services.console.deps import Login, SettingsDep
 from services.console.views import render
-from shared.agent.trajectory import Trajectory
+from shared.runtime.agent.trajectory import Trajectory
 
 router = APIRouter()
 

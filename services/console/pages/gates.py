@@ -15,7 +15,7 @@ from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
 from shared.contracts.evaluator_api.client import JOB_ROUTES, EvaluatorClient, EvaluatorError
-from shared.registry_api.schemas import DecisionRowPublic
+from shared.contracts.registry_api.schemas import DecisionRowPublic
 
 router = APIRouter()
 

@@ -12,8 +12,8 @@ from fastapi.responses import Response
 from services.console.deps import Login
 from services.console.pages.banks import gate_of_decision
 from services.console.views import render
-from shared.registry_api.client import RegistryClient
-from shared.registry_api.schemas import CandidatePublic
+from shared.contracts.registry_api.client import RegistryClient
+from shared.contracts.registry_api.schemas import CandidatePublic
 
 router = APIRouter()
 

@@ -18,7 +18,7 @@ from services.registry.deps import (
 )
 from services.registry.paths import NamePath, OptionalIdQuery
 from services.registry.threads import run_blocking, run_read
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     AliasCreate,
     AliasEventPublic,
     AliasMove,

@@ -21,9 +21,8 @@ from services.registry.errors import (
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.registry_api.aliases import is_protected
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.aliases import is_protected
+from shared.contracts.registry_api.schemas import (
     AliasAction,
     AliasCreate,
     AliasEventPublic,
@@ -34,6 +33,7 @@ from shared.registry_api.schemas import (
     Page,
     Role,
 )
+from shared.kit.auth import Principal
 
 
 def public(alias: Alias) -> AliasPublic:

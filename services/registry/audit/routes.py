@@ -11,7 +11,7 @@ from pydantic import AfterValidator, AwareDatetime
 from services.registry.audit import service
 from services.registry.deps import Pagination, Reader, SessionDep
 from services.registry.threads import run_read
-from shared.registry_api.schemas import AuditEntryPublic, Page
+from shared.contracts.registry_api.schemas import AuditEntryPublic, Page
 
 router = APIRouter(tags=["audit"])
 

@@ -12,8 +12,8 @@ from services.registry.audit import repository
 from services.registry.cards.gold import withhold_gold
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.registry_api.schemas import AuditEntryPublic, Page
+from shared.contracts.registry_api.schemas import AuditEntryPublic, Page
+from shared.kit.auth import Principal
 
 _RECORDED = "audit_entries"  # session.info key: the entries this transaction will insert
 

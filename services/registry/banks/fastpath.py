@@ -17,9 +17,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.registry.banks.routes import IMMUTABLE
 from services.registry.concurrency import etag_matches
-from shared.auth import Unauthorized
-from shared.observability import ROUTE_TEMPLATE_KEY
-from shared.registry_api.schemas import MAX_ID
+from shared.contracts.registry_api.schemas import MAX_ID
+from shared.kit.auth import Unauthorized
+from shared.kit.observability import ROUTE_TEMPLATE_KEY
 
 ROUTE_TEMPLATE = "/v1/banks/{bank_id}"
 _PATH = re.compile(r"/v1/banks/([1-9][0-9]{0,9})")

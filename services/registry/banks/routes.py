@@ -12,7 +12,7 @@ from services.registry.concurrency import etag_matches
 from services.registry.deps import EvaluatorWrite, OperatorWrite, Pagination, Reader, SessionDep
 from services.registry.paths import Decimal, IdPath, OptionalIdQuery, RoundQuery
 from services.registry.threads import run_blocking, run_read
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     MAX_ID,
     BankCreate,
     BankDiff,

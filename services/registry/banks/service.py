@@ -25,10 +25,14 @@ from services.registry.errors import (
 from services.registry.gates import service as gates
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.chunks import RENDERER_VERSION, InjectedChunk, render_skill_block, select_injected
-from shared.hashing import content_hash
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import (
+    RENDERER_VERSION,
+    InjectedChunk,
+    render_skill_block,
+    select_injected,
+)
+from shared.contracts.hashing import content_hash
+from shared.contracts.registry_api.schemas import (
     BankCreate,
     BankDiff,
     BankEntryIn,
@@ -46,6 +50,7 @@ from shared.registry_api.schemas import (
     RhoChange,
     Role,
 )
+from shared.kit.auth import Principal
 
 
 def require_bank(session: Session, bank_id: int) -> Bank:

@@ -10,7 +10,7 @@ from services.registry.cards import service
 from services.registry.deps import AnalystWrite, Pagination, PrivilegedReader, Reader, SessionDep
 from services.registry.paths import IdPath, RoundQuery
 from services.registry.threads import run_read
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
     CandidatePublic,

@@ -15,9 +15,7 @@ from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository as evidence_repository
 from services.registry.models_base import utcnow
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.leak import find_leaks
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     CandidateCreate,
     CandidateOperation,
     CandidatePublic,
@@ -32,6 +30,8 @@ from shared.registry_api.schemas import (
     Page,
     Provenance,
 )
+from shared.kit.auth import Principal
+from shared.runtime.leak import find_leaks
 
 _DEPLOYABLE_TEXT = (
     "failure_mechanism",

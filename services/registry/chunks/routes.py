@@ -12,7 +12,7 @@ from services.registry.deps import AnalystWrite, Pagination, Reader, SessionDep
 from services.registry.paths import IdPath
 from services.registry.threads import run_read
 from services.registry.unit_of_work import Written
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     ChunkCreate,
     ChunkPublic,
     ChunkSource,

@@ -13,10 +13,8 @@ from services.registry.chunks.models import Chunk, ChunkVersion
 from services.registry.concurrency import conflict_on_integrity
 from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.chunks import ChunkContent
-from shared.leak import find_leaks
-from shared.registry_api.schemas import (
+from shared.contracts.chunks import ChunkContent
+from shared.contracts.registry_api.schemas import (
     ChunkCreate,
     ChunkPublic,
     ChunkSource,
@@ -25,6 +23,8 @@ from shared.registry_api.schemas import (
     Page,
     Provenance,
 )
+from shared.kit.auth import Principal
+from shared.runtime.leak import find_leaks
 
 Loc = tuple[str | int, ...]
 

@@ -10,7 +10,7 @@ from services.registry.deps import Pagination, Reader, SessionDep, TrainerWrite
 from services.registry.evidence import service
 from services.registry.paths import IdPath, NamePath, RoundQuery
 from services.registry.threads import run_read
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     CheckpointCreate,
     CheckpointPublic,
     EvidenceCreate,

@@ -11,8 +11,7 @@ from services.registry.errors import Conflict, FieldInvalid, NotFound
 from services.registry.evidence import repository
 from services.registry.evidence.models import AllWrongGroup, Checkpoint
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     BankStatus,
     CheckpointCreate,
     CheckpointPublic,
@@ -23,6 +22,7 @@ from shared.registry_api.schemas import (
     RetryOutcome,
     TreatmentMode,
 )
+from shared.kit.auth import Principal
 
 
 def create_checkpoint(

@@ -10,7 +10,7 @@ from services.registry.deps import EvaluatorWrite, Pagination, Reader, SessionDe
 from services.registry.gates import service
 from services.registry.paths import IdPath, RoundQuery
 from services.registry.threads import run_read
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     DecisionCreate,
     DecisionPublic,
     GateKind,

@@ -18,8 +18,7 @@ from services.registry.evidence import repository as evidence_repository
 from services.registry.gates import repository
 from services.registry.gates.models import GateDecision, GateDecisionRow, GateObservation, GateRun
 from services.registry.pagination import page
-from shared.auth import Principal
-from shared.registry_api.schemas import (
+from shared.contracts.registry_api.schemas import (
     REWARD_COMPONENTS,
     BankStatus,
     BareBaseline,
@@ -45,6 +44,7 @@ from shared.registry_api.schemas import (
     PoolColumn,
     PoolColumnKind,
 )
+from shared.kit.auth import Principal
 
 POOL = ("body", "candidate_pool", "columns")
 

@@ -7,7 +7,7 @@
                                                                       # no longer knows it
 
 Every call has a timeout; connection errors, timeouts and 5xx are retried with backoff
-(Retry-After honoured) by `shared/http_retry.py`. Every POST carries an `Idempotency-Key`
+(Retry-After honoured) by `shared/contracts/http_retry.py`. Every POST carries an `Idempotency-Key`
 (the same on each retry), so a submission whose first answer was lost returns the same job,
 never a second one. Errors are typed: `EvaluatorError` with `.status_code`, `.detail` and
 `.error_types` (the `type`s of a 422's detail items); `EvaluatorUnavailable` when the service
@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel
 
 from shared.contracts.evaluator_api.schemas import JobPublic
-from shared.http_retry import RetryingClient, error_detail
+from shared.contracts.http_retry import RetryingClient, error_detail
 
 JobKind = Literal["gate", "gate-a", "eval"]
 JOB_ROUTES: dict[str, str] = {

@@ -1,0 +1,344 @@
+"""`intraskill experiment run`: arms x seeds, each its own `train run`, compared on one test set.
+
+Phases (each skipped on a rerun once done, like the demo's, whose first four it reuses):
+
+1. services, environment, warm start, cold start: once, shared by every arm (the same base
+   checkpoint and the same S_0);
+2. train: for each seed index, for each arm, `intraskill train run` in `runs/ARM-seedI/` with
+   the arm's effective config (`runs/ARM-seedI/config.toml`), the seed `seed + I`, its own alias
+   and its initial bank (S_0, the empty bank, or S_0 with the arm's q); a rerun resumes it;
+3. test: one evaluator job: the base policy, every run's final checkpoint bare and with its
+   final bank, and A/A copies (every run with its bank, and the bare base policy, again under
+   other sampling seeds), all on the same test tasks; runs whose final weights are byte for
+   byte the same (arms that ended up training alike) are tested under the first one's
+   checkpoint id, so the evaluator rolls them out once and labels them identical instead of
+   reading noise as a difference;
+4. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
+   confirmation tasks no gate used, beside the gates' own estimate of it;
+5. comparison.json, comparison.md and the figures (`report.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from shared.apps.demo.run import Demo, DemoError, DemoOptions
+from shared.apps.experiment.arms import Arm
+from shared.contracts.hashing import weights_digest
+from shared.runtime.noise_floor import aa_condition
+
+TEST_FILE, CONFIRM_FILE = "test/evaluation.json", "confirm/evaluation.json"
+RUNS_FILE = "runs.json"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One arm x seed: its folder, seed and the names of its test conditions."""
+
+    arm: Arm
+    index: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm.slug}-seed{self.index}"
+
+    @property
+    def alias(self) -> str:
+        return f"exp-{self.arm.slug}-s{self.index}"
+
+    @property
+    def bare(self) -> str:
+        return f"{self.arm.slug}/s{self.index}/bare"
+
+    @property
+    def bank(self) -> str:
+        return f"{self.arm.slug}/s{self.index}/bank"
+
+
+def run_specs(arms: list[Arm], seeds: int, base_seed: int) -> list[RunSpec]:
+    """Seed-major order: every arm's first seed before any arm's second (a stopped experiment
+    still has a complete comparison of the first seeds)."""
+    return [RunSpec(arm, i, base_seed + i) for i in range(seeds) for arm in arms]
+
+
+class Experiment(Demo):
+    def __init__(self, options: DemoOptions, display, arms: list[Arm], seeds: int) -> None:
+        super().__init__(options, display)
+        self.arms, self.seeds = arms, seeds
+        chosen = {"arms": [a.name for a in arms], "seeds": seeds}
+        previous = self.state.get("experiment")
+        if previous and previous != chosen:
+            raise DemoError(
+                f"{self.run_dir} holds an experiment with {previous}; use another --out"
+            )
+        self.state.set(experiment=chosen)
+        base = tomllib.loads(options.config.read_text())
+        self.specs = run_specs(arms, seeds, int(base.get("seed", 20260901)))
+        self.current: RunSpec | None = None
+
+    def _warm_start(self) -> dict[str, Any]:
+        """The demo's SFT warm start, unless the config turns it off (the paper's base model
+        already acts validly): then the base is the configured model itself."""
+        base = tomllib.loads(self.options.config.read_text())
+        if base.get("warm_start", {}).get("enabled", False):
+            return super()._warm_start()
+        from shared.runtime.agent.models import resolve_model
+
+        return {"path": str(resolve_model(base["model"])), "checkpoint_id": "none (disabled)"}
+
+    @property
+    def train_dir(self) -> Path:  # the run the display follows
+        spec = self.current or self.specs[0]
+        return self.run_dir / "runs" / spec.name
+
+    def run(self) -> dict[str, Any]:
+        phases = (
+            ("services", self.start),
+            ("environment", self.environment),
+            ("warm start", self.base_checkpoint),
+            ("cold start", self.cold_start),
+            ("train", self.train_all),
+            ("test", self.test_all),
+        )
+        try:
+            for name, phase in phases:
+                self._timed(name, phase)
+                if self.state.done("cold start"):
+                    self.write_evidence()  # what is measured so far, after every phase
+            return self.write_comparison()
+        finally:
+            self.stop()
+
+    # ------------------------------------------------------------------ train
+
+    def train_all(self) -> None:
+        for spec in self.specs:
+            if not self.state.done(f"train {spec.name}"):
+                self.train_one(spec)
+        self.state.finish("train")
+
+    def train_one(self, spec: RunSpec) -> None:
+        self.current = spec
+        folder = self.run_dir / "runs" / spec.name
+        folder.mkdir(parents=True, exist_ok=True)
+        config = folder / "config.toml"
+        base = tomllib.loads(Path(self.state.get("config")).read_text())
+        effective = spec.arm.config(base)
+        effective.setdefault("gate", {})["alias"] = spec.alias
+        effective["rounds"] = self.options.rounds
+        config.write_text(tomli_w.dumps(effective))
+        bank = self.initial_bank(spec)
+        self.display.phase("train", f"{spec.name}: {spec.arm.doc}")
+        urls = self.state.get("urls")
+        argv = [
+            "train", "run",
+            "--config", str(config),
+            "--out", str(folder / "train"),
+            "--policy", self.options.policy,
+            "--registry-url", urls["registry"],
+            "--evaluator-url", urls["evaluator"],
+            "--analyst-url", urls["analyst"],
+            "--seed", str(spec.seed),
+            "--initial-bank", str(bank),
+        ]  # fmt: skip
+        env = self.services.trainer_env()
+        if spec.arm.overrides.get("gate", {}).get("admit") == "all":
+            env["TRAINER_OPERATOR_TOKEN"] = self.services.tokens["operator"]  # it builds banks
+        log = self.run_dir / "logs" / f"train-{spec.name}.log"
+        self._child(f"train {spec.name}", argv, log, env=env, follow=True)
+        record = json.loads((folder / "train" / "run.json").read_text())
+        if not record.get("finished"):
+            raise DemoError(f"{spec.name}: the trainer exited without finishing; see {log}")
+        self.state.finish(f"train {spec.name}")
+
+    def initial_bank(self, spec: RunSpec) -> int:
+        """S_0, the empty bank (grpo) or a copy of S_0 with the arm's q; its alias points at it."""
+        registry = self._registry("operator")
+        s0 = registry.get_bank(self.state.get("s0_bank_id"))
+        if spec.arm.initial_bank == "s0" and spec.arm.q is None:
+            bank_id = s0.id
+        else:
+            entries = [] if spec.arm.initial_bank == "empty" else [
+                {"chunk_version_id": e.chunk_version_id, "rho": e.rho, "coefficient": e.coefficient}
+                for e in sorted(s0.entries, key=lambda e: e.position)
+            ]  # fmt: skip
+            q = s0.q if spec.arm.q is None else spec.arm.q
+            key = f"{self.run_id}:initial:{spec.arm.slug}"
+            bank = registry.create_bank(
+                entries,
+                q=q,
+                note=f"experiment arm {spec.arm.name}: initial bank",
+                idempotency_key=key,
+            )
+            if registry.bank_summary(bank.id).status.value == "draft":
+                registry.freeze_bank(bank.id, idempotency_key=f"{key}:freeze")
+            bank_id = bank.id
+        if not (self.run_dir / "runs" / spec.name / "train" / "state.json").exists():
+            # a started run's gates move its alias; only a fresh run points it at the start
+            reason = f"experiment {self.run_id}: {spec.name}"
+            registry.point_alias(spec.alias, bank_id, reason=reason)
+        return bank_id
+
+    # ------------------------------------------------------------------ test and confirm
+
+    def finals(self) -> dict[str, dict[str, Any]]:
+        """Per run: its final checkpoint and bank, its rounds, and its effective config."""
+        finals = {}
+        for spec in self.specs:
+            record = json.loads(
+                (self.run_dir / "runs" / spec.name / "train" / "run.json").read_text()
+            )
+            last = record["rounds"][-1]
+            finals[spec.name] = {
+                "checkpoint_id": last["checkpoint_id"],
+                "bank_id": last.get("next_bank_id") or last["bank_id"],
+                "weights": _local_weights_digest(last.get("checkpoint_uri")),
+                "record": record,
+            }
+        return finals
+
+    def test_all(self) -> None:
+        finals = self.finals()
+        reference = self.specs[0]
+        base = self.state.get("base_checkpoint")
+        conditions = [
+            {"name": "base/bare", "checkpoint_id": base},
+            {"name": "base/s0", "checkpoint_id": base, "bank_id": self.state.get("s0_bank_id")},
+        ]
+        tested_as = same_weights_checkpoints(finals)
+        for spec in self.specs:
+            final = finals[spec.name]
+            conditions += [
+                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
+                {
+                    "name": spec.bank,
+                    "checkpoint_id": tested_as[spec.name],
+                    "bank_id": final["bank_id"],
+                },
+            ]
+        # A/A copies: every run with its bank (an arm's copies pool like its runs) and the bare
+        # base policy (the bare A/A: no bank, no training); base/S_0 has none (conditions[1])
+        originals = [conditions[0], *(c for c in conditions[2:] if "bank_id" in c)]
+        copies = [aa_condition(c) for c in originals]
+        body = {
+            "conditions": [*conditions, *copies],
+            "split": "test",
+            "n_tasks": self.options.test_tasks,
+            "comparisons": [
+                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
+            ],
+        }
+        self.evaluate("test", body, TEST_FILE)
+        confirm = (
+            finals[reference.name]["record"].get("validation", {}).get("confirmation_task_ids")
+        )
+        if confirm:
+            body = {
+                "conditions": conditions[2:],
+                "split": "val",
+                "task_ids": confirm,
+                "comparisons": [[s.bank, s.bare] for s in self.specs],
+            }
+            self.evaluate("confirm", body, CONFIRM_FILE)
+        self.state.finish("test")
+
+    def evaluate(self, name: str, body: dict[str, Any], path: str) -> None:
+        if self.state.done(name):
+            return
+        n = len(body.get("task_ids") or []) or body.get("n_tasks")
+        self.display.phase("test", f"{name}: {len(body['conditions'])} conditions x {n} tasks")
+        result = self.evaluation(name, body)
+        target = self.run_dir / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(result, indent=1))
+        self.state.finish(name)
+
+    # ------------------------------------------------------------------ evidence
+
+    def write_evidence(self) -> dict[str, Any]:
+        """`evidence.json`: cards, Gate A, S_0, the test and its power, as far as measured."""
+        from shared.apps.experiment.evidence import build_evidence, gate_a_evidence
+        from shared.contracts.registry_api.client import NotFound
+        from shared.contracts.registry_api.schemas import GateKind
+
+        registry = self._registry("reader")
+        gates = registry.list_gate_runs(kind=GateKind.gate_a)
+        gate_a = None
+        if gates:
+            gate = max(gates, key=lambda g: g.id)
+            try:
+                decision = registry.get_gate_decision(gate.id)
+            except NotFound:
+                decision = None  # the gate never reached a decision
+            gate_a = gate_a_evidence(gate, decision)
+        s0 = self.state.get("s0_bank_id")
+        test_path = self.run_dir / TEST_FILE
+        evidence = build_evidence(
+            cards=registry.list_cards(),
+            gate_a=gate_a,
+            s0_size=len(registry.get_bank(s0).entries) if s0 else None,
+            evaluation=json.loads(test_path.read_text()) if test_path.exists() else None,
+            arm=self.specs[0].arm.slug,
+            phases_done=[
+                p for p in ("warm start", "cold start", "train", "test") if self.state.done(p)
+            ],
+        )
+        (self.run_dir / "evidence.json").write_text(json.dumps(evidence, indent=1) + "\n")
+        return evidence
+
+    # ------------------------------------------------------------------ comparison
+
+    def write_comparison(self) -> dict[str, Any]:
+        from shared.apps.experiment.compare import build_comparison, run_facts
+        from shared.apps.experiment.report import write_report
+
+        self.display.phase("report", "comparison.json, comparison.md, figures")
+        registry = self._registry("reader")
+        finals = self.finals()
+        runs = [
+            run_facts(
+                spec, finals[spec.name]["record"], self.run_dir / "runs" / spec.name, registry
+            )
+            for spec in self.specs
+        ]
+        confirm_path = self.run_dir / CONFIRM_FILE
+        comparison = build_comparison(
+            arms=self.arms,
+            runs=runs,
+            test=json.loads((self.run_dir / TEST_FILE).read_text()),
+            confirm=json.loads(confirm_path.read_text()) if confirm_path.exists() else None,
+            policy=self.options.policy,
+            base_config=str(self.options.config),
+        )
+        (self.run_dir / "comparison.json").write_text(json.dumps(comparison, indent=1))
+        write_report(self.run_dir)
+        self.state.finish("report")
+        self.display.finish()
+        return comparison
+
+
+def same_weights_checkpoints(finals: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per run, the checkpoint id its test conditions name: its own, or the first run's (in
+    `finals`' order) whose final weights have the same digest. A run without a digest (weights
+    not on this machine) keeps its own."""
+    first: dict[str, str] = {}
+    return {
+        name: first.setdefault(final["weights"], final["checkpoint_id"])
+        if final["weights"]
+        else final["checkpoint_id"]
+        for name, final in finals.items()
+    }
+
+
+def _local_weights_digest(uri: str | None) -> str | None:
+    if not uri or not uri.startswith("file://"):
+        return None
+    folder = Path(uri.removeprefix("file://"))
+    return weights_digest(folder) if folder.is_dir() else None
