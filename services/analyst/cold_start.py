@@ -23,14 +23,12 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import httpx
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
@@ -42,6 +40,8 @@ from services.analyst.slow_loop import episode_seed, make_policy
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
 from shared.contracts.analyst_api.schemas import ColdStartCreate, ColdStartResult
 from shared.contracts.chunks import ChunkContent, render_chunk
+from shared.contracts.evaluator_api.client import EvaluatorClient
+from shared.contracts.evaluator_api.schemas import GateAJobCreate, JobPublic
 from shared.contracts.hashing import content_hash
 from shared.contracts.registry_api.client import RegistryClient
 from shared.contracts.registry_api.schemas import (
@@ -62,6 +62,12 @@ SUCCESS_CARDS_PER_TRAJECTORY = 2
 # six library templates are at most 0.67 apart (docs/analyst.md), so they never merge.
 CLUSTER_SIMILARITY = 0.8
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> unit-length rows
+
+
+class GateA(Protocol):
+    """Runs Gate A to its end: the finished job (the evaluator's, or a test double's)."""
+
+    def __call__(self, body: GateAJobCreate, idempotency_key: str | None = None) -> JobPublic: ...
 
 
 def success_mechanisms(task: Task, facts: TraceFacts) -> list[tuple[str, int]]:
@@ -224,7 +230,7 @@ def cold_start_job(
     analyzer: Callable[[AnalysisInput], CardCreate],
     folder: Path,
     progress: Callable[[str, int, int], None] = lambda *_: None,
-    gate_a: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    gate_a: GateA | None = None,
     embed: Embed | None = None,
 ) -> dict[str, Any]:
     env = settings.make_env(body.env_preset)
@@ -289,14 +295,14 @@ def cold_start_job(
         draft_titles=[draft.content.title for draft in drafts],
     )
     if body.gate_a and drafts:
-        request = {
-            "checkpoint_id": body.policy.checkpoint_id,
-            "draft_version_ids": result.draft_version_ids,
-            "budget": body.budget,
-            "alias": body.alias,
-            **({"n_tasks": body.gate_a_tasks} if body.gate_a_tasks else {}),
-            **({"admit": body.gate_a_admit} if body.gate_a_admit != "coefficient" else {}),
-        }
+        request = GateAJobCreate(
+            checkpoint_id=body.policy.checkpoint_id,
+            draft_version_ids=result.draft_version_ids,
+            budget=body.budget,
+            alias=body.alias,
+            n_tasks=body.gate_a_tasks or None,
+            admit=body.gate_a_admit,
+        )
         try:
             # the same key (and drafts) again: the evaluator answers with the first Gate A job,
             # so a retried cold start does not gate, select S_0 and move the alias twice
@@ -306,8 +312,8 @@ def cold_start_job(
             result.gate_a_status = "incomplete"
             result.gate_a_error = f"{type(error).__name__}: {error}"[:2000]
             return result.model_dump(mode="json")
-        recorded = (outcome.get("result") or {}).get("registry") or {}
-        result.gate_a_job_id = outcome.get("id")
+        recorded = (outcome.result or {}).get("registry") or {}
+        result.gate_a_job_id = outcome.id
         # the registry's record of the gate decides whether it finished, not the job's word
         status = _gate_status(client, recorded.get("gate_run_id"))
         if status != GateStatus.complete:
@@ -329,30 +335,16 @@ def _gate_status(client: RegistryClient, gate_run_id: int | None) -> GateStatus 
     return None if gate_run_id is None else client.get_gate_run(gate_run_id).status
 
 
-def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0):
-    """Gate A through the evaluator service, with the analyst's evaluator token: POST the job,
-    poll it to its end."""
+def _evaluator_gate_a(settings: AnalystSettings, *, timeout_s: float = 3600.0) -> GateA:
+    """Gate A through the evaluator service, with the analyst's evaluator token: submit the
+    job, wait for its end (`JobFailed` when it failed)."""
 
-    def run(body: dict[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
+    def run(body: GateAJobCreate, idempotency_key: str | None = None) -> JobPublic:
         if settings.evaluator_token is None:
             raise LookupError("ANALYST_EVALUATOR_TOKEN is not set (the evaluator wants a token)")
-        headers = {"Authorization": f"Bearer {settings.evaluator_token.get_secret_value()}"}
-        url = settings.evaluator_url.rstrip("/")
-        keyed = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-            response = http.post("/v1/gate-a-jobs", json=body, headers=keyed)
-            response.raise_for_status()
-            job = response.json()
-            deadline = time.monotonic() + timeout_s
-            while job["status"] in ("queued", "running"):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"Gate A job {job['id']} still {job['status']}")
-                time.sleep(1.0)
-                reply = http.get(f"/v1/gate-a-jobs/{job['id']}")
-                reply.raise_for_status()
-                job = reply.json()
-            if job["status"] != "succeeded":
-                raise RuntimeError(f"Gate A job {job['id']} failed: {job.get('error')}")
-            return job
+        token = settings.evaluator_token.get_secret_value()
+        with EvaluatorClient(settings.evaluator_url, token=token) as evaluator:
+            job = evaluator.submit("gate-a", body, idempotency_key=idempotency_key)
+            return evaluator.wait_for_job("gate-a", job.id, timeout=timeout_s)
 
     return run

@@ -28,12 +28,6 @@ from services.evaluator.fit import FitError
 from services.evaluator.reaper import GateRunReaper
 from services.evaluator.records import load_gate_run
 from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
-from services.evaluator.schemas import (
-    EvalJobCreate,
-    GateAJobCreate,
-    GateJobCreate,
-    RefitCreate,
-)
 from services.evaluator.service import (
     RECORDS_FILE,
     REGISTRY_RETRY_AFTER_S,
@@ -43,7 +37,13 @@ from services.evaluator.service import (
     registry_error_status,
 )
 from services.evaluator.settings import EvaluatorSettings
-from shared.contracts.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.schemas import (
+    DESIGN_NOT_IDENTIFIED,
+    EvalJobCreate,
+    GateAJobCreate,
+    GateJobCreate,
+    RefitCreate,
+)
 from shared.contracts.registry_api.client import RegistryClient, RegistryError
 from shared.contracts.registry_api.schemas import Role
 from shared.kit.auth import Principal, TokenTable, install_auth_errors, publish_roles, require_roles

@@ -187,9 +187,9 @@ def cold_start(
     """Gate A in this process: bare + masked rollouts over the drafts, fit, S_0, `current`."""
     from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.runtime import agent_runner_factory, make_env
-    from services.evaluator.schemas import GateAJobCreate
     from services.evaluator.service import gate_job, plan_gate_a_job
     from services.evaluator.settings import EvaluatorSettings
+    from shared.contracts.evaluator_api.schemas import GateAJobCreate
     from shared.contracts.registry_api.client import RegistryError
     from shared.kit.service_jobs import LocalContext
 

@@ -9,21 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from services.evaluator.design import GateDesign, check_mask
 from services.evaluator.fit import PRIMARY, GateFit, PairedObservation, Solver, fit_gate
 from services.evaluator.selection import Selection, select
+from shared.contracts.evaluator_api.schemas import AdmitRule
+from shared.contracts.evaluator_api.schemas import EmptyBankPolicy as EmptyBankPolicy  # re-exported
 from shared.contracts.inclusion import rho_from_coefficients
 
-# What a complete gate does when no chunk has a positive coefficient (the selected bank would be
-# empty): `keep` stores the decision but creates no bank and leaves the alias where it is;
-# `adopt` creates the empty bank and moves the alias to it. Either way the outcome says so.
-EmptyBankPolicy = Literal["keep", "adopt"]
+# the words of the wire contract (what each rule means is said there)
 EMPTY_BANK_POLICIES: tuple[str, ...] = ("keep", "adopt")
-# Which chunks a gate may admit: "coefficient" (the method: beta > 0) or "lower_bound" (beta > 0
-# and its one-sided 95 % HC3 lower bound > 0: only effects the gate is sure of).
-AdmitRule = Literal["coefficient", "lower_bound"]
 ADMIT_RULES: tuple[str, ...] = ("coefficient", "lower_bound")
 
 

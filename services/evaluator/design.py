@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from shared.contracts.evaluator_api.schemas import K_INIT as K_INIT  # the contract's default
 from shared.contracts.hashing import hash_key
 
 DEFAULT_MASK_SEED = 20260901
 DEFAULT_BUDGET = 10  # K of an interval gate
-K_INIT = 10  # K of Gate A (the method's K_init; its design range is 8-12)
 DEFAULT_SPLIT = "val"
 
 VersionKind = Literal["current", "add", "rewrite", "draft"]

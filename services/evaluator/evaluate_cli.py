@@ -142,8 +142,8 @@ def run(
     from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
-    from services.evaluator.schemas import EvalJobCreate
     from services.evaluator.settings import EvaluatorSettings
+    from shared.contracts.evaluator_api.schemas import EvalJobCreate
     from shared.kit.service_jobs import LocalContext
 
     final = {"bank_id": final_bank} if final_bank is not None else {"bank_alias": final_alias}

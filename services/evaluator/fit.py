@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import statsmodels.api as sm
 from scipy import stats
 
 from services.evaluator.design import RANK_DEFICIENT_MESSAGE, RankDeficientError, check_full_rank
+from shared.contracts.evaluator_api.schemas import Solver
 
 COMPONENTS = ("r_strict", "r_success", "r_type", "r_att", "r_option", "r_price", "r_loose")
 PRIMARY = "r_strict"
@@ -28,11 +28,7 @@ PRIMARY = "r_strict"
 # residue must never count as a strictly positive effect in selection.
 ZERO_TOLERANCE = 1e-12
 
-# "statsmodels": the coefficients of statsmodels' OLS (pinv). "reference": the reference run's
-# solver, Gauss-Jordan with partial pivoting on the normal equations summed in task order; it
-# reproduces the published coefficients bit for bit (statsmodels agrees with it to ~2e-16), so
-# a refit can reproduce published rho values exactly. Both report statsmodels' HC3 errors.
-Solver = Literal["statsmodels", "reference"]
+# the solvers the wire contract names (what each computes is said there)
 SOLVERS: tuple[Solver, ...] = ("statsmodels", "reference")
 
 

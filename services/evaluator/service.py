@@ -36,8 +36,8 @@ from services.evaluator.records import (
     record_gate,
 )
 from services.evaluator.runtime import RunnerFactory
-from services.evaluator.schemas import GateAJobCreate, GateJobCreate
 from services.evaluator.settings import EvaluatorSettings
+from shared.contracts.evaluator_api.schemas import GateAJobCreate, GateJobCreate
 from shared.contracts.registry_api.aliases import is_protected
 from shared.contracts.registry_api.client import NotFound, RegistryClient, RegistryError
 from shared.contracts.registry_api.schemas import GateStatus

@@ -1,37 +1,34 @@
 """The round's compile: the analyst turns the round's all-wrong groups into candidate chunks
-for the gate, as a job on the frozen checkpoint (idempotent per run and round)."""
+for the gate, as a job on the frozen checkpoint (idempotent per run and round). The candidates
+go into the round's record; the orchestrator hands over to the gate."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from services.trainer.gate_round import keep_bank_without_gate
 from services.trainer.heartbeat import heartbeat
-from services.trainer.run_context import RunContext, RunError, unavailable
+from services.trainer.run_context import RunContext, RunError, RunState, unavailable
 from services.trainer.service_lifecycle import BACKENDS
+from shared.contracts.analyst_api.schemas import CompileRoundCreate, PolicySpec
 
 
-def compile_round(context: RunContext, state: dict[str, Any]) -> None:
+def compile_round(context: RunContext, state: RunState) -> None:
     from shared.contracts.analyst_api.client import AnalystError
 
     config, analyst = context.config, context.clients.analyst
-    round_index, record = state["round"], context.record.round(state["round"])
-    if not config.skill_loop:
-        keep_bank_without_gate(context, state, record, reason="skill loop off (ablation)")
-        return
-    body = {
-        "run_id": context.run_id,
-        "round": round_index,
-        "bank_id": state["bank_id"],
-        "policy": {
-            "checkpoint_id": state["checkpoint_id"],
-            "weights_uri": Path(state["checkpoint_dir"]).as_uri(),
-            "backend": BACKENDS[config.policy],
-        },
-        "env_preset": config.env_preset,
-        "max_candidates": config.gate.max_candidates,
-    }
+    round_index, record = state.round, context.record.round(state.round)
+    body = CompileRoundCreate(
+        run_id=context.run_id,
+        round=round_index,
+        bank_id=state.bank_id,
+        policy=PolicySpec(
+            checkpoint_id=state.checkpoint_id,
+            weights_uri=Path(state.checkpoint_dir).as_uri(),
+            backend=BACKENDS[config.policy],
+        ),
+        env_preset=config.env_preset,
+        max_candidates=config.gate.max_candidates,
+    )
     try:
         job = analyst.compile_round(body, idempotency_key=f"{context.run_id}:compile:{round_index}")
         with heartbeat(context.out):  # the liveness probe's sign of life while waiting
@@ -49,5 +46,3 @@ def compile_round(context: RunContext, state: dict[str, Any]) -> None:
         verification=result.get("verification", []),  # each checked card's paired counts
     )
     context.record.save()
-    state["phase"] = "gate"
-    context.save_state(state)

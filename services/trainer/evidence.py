@@ -4,17 +4,17 @@ analyst submission each; every write is idempotent, so a restart resubmits nothi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from services.trainer.run_context import RunContext, unavailable
+from services.trainer.run_context import RoundRecord, RunContext, RunState, unavailable
 from services.trainer.step import GroupOutcome
+from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, SiblingRef
 from shared.contracts.registry_api.client import Unavailable
 from shared.contracts.registry_api.schemas import EvidenceCreate, Treatment
 
 
 def record_evidence(
     context: RunContext,
-    state: dict[str, Any],
+    state: RunState,
     round_index: int,
     groups: list[tuple[int, GroupOutcome]],
 ) -> None:
@@ -28,7 +28,7 @@ def record_evidence(
         treatment = Treatment(
             mode=group.treatment.mode,
             inclusion=list(group.treatment.inclusion),
-            hash=record["curriculum_state_id"],
+            hash=record.curriculum_state_id,
         )
         try:
             evidence_id = _evidence_row(context, state, round_index, step, group, treatment)
@@ -65,7 +65,7 @@ def _write_trajectories(
 
 def _evidence_row(
     context: RunContext,
-    state: dict[str, Any],
+    state: RunState,
     round_index: int,
     step: int,
     group: GroupOutcome,
@@ -77,8 +77,8 @@ def _evidence_row(
         step=step,
         group_index=group.index,
         treatment=treatment,
-        bank_id=state["bank_id"],
-        checkpoint_id=state["checkpoint_id"],
+        bank_id=state.bank_id,
+        checkpoint_id=state.checkpoint_id,
     ).model_dump(mode="json")
     response = context.clients.registry.request(
         "POST",
@@ -91,31 +91,27 @@ def _evidence_row(
 
 def _submission(
     context: RunContext,
-    state: dict[str, Any],
-    record: dict[str, Any],
+    state: RunState,
+    record: RoundRecord,
     step: int,
     group: GroupOutcome,
     treatment: Treatment,
     evidence_id: int,
     path: Path,
-) -> dict[str, Any]:
-    return {
-        "run_id": context.run_id,
-        "round": record["round"],
-        "step": step,
-        "group_index": group.index,
-        "task_id": group.task_id,
-        "bank_id": state["bank_id"],
-        "bank_hash": record["bank_hash"],
-        "treatment": treatment.model_dump(mode="json"),
-        "siblings": [
-            {
-                "reward": t.reward,
-                "success": 0,
-                "trajectory_uri": f"{path.as_uri()}#{t.episode_id}",
-            }
+) -> AllWrongGroupSubmit:
+    return AllWrongGroupSubmit(
+        run_id=context.run_id,
+        round=record.round,
+        step=step,
+        group_index=group.index,
+        task_id=group.task_id,
+        bank_id=state.bank_id,
+        bank_hash=record.bank_hash,
+        treatment=treatment,
+        siblings=[
+            SiblingRef(reward=t.reward, trajectory_uri=f"{path.as_uri()}#{t.episode_id}")
             for t in group.trajectories
         ],
-        "evidence_id": evidence_id,
-        "checkpoint_id": state["checkpoint_id"],
-    }
+        evidence_id=evidence_id,
+        checkpoint_id=state.checkpoint_id,
+    )

@@ -25,7 +25,8 @@ carry idempotency keys (or are looked up in `run.json` first), so nothing is sub
 Each phase has its module: `service_lifecycle` (services and clients), `bank_resolution`
 (S_0, pinning, curriculum), `policy_loading` (weights, optimizer, rollout source), `round_loop`
 (the steps), `checkpoints`, `evidence`, `candidate_compile`, `gate_round`; `run_context` holds
-the run folder's files. This module sequences them.
+the run folder's files (`RunState`: state.json). This module sequences them: a phase records
+its work and returns; only `Run.execute` moves the state to the next phase (`hand_over`).
 
 One CPU: `intraskill train run --config configs/cpu.toml --out runs/cpu`. GPU pool: set
 `device = "cuda"` and see docs/trainer.md for `accelerate launch` and vLLM rollout servers.
@@ -43,7 +44,7 @@ from services.trainer.bank_resolution import resolve_initial_bank
 from services.trainer.candidate_compile import compile_round
 from services.trainer.config import TrainerConfig
 from services.trainer.distributed import announce, fsdp_launch, launch_problem, start_ranks
-from services.trainer.gate_round import gate_round
+from services.trainer.gate_round import gate_round, keep_bank_without_gate
 from services.trainer.local_stack import LocalStack, StackError
 from services.trainer.metrics import MetricsLog
 from services.trainer.policy_loading import follow_the_leader, load_policy, policy_config
@@ -53,6 +54,7 @@ from services.trainer.run_context import (
     RunContext,
     RunError,
     RunRecord,
+    RunState,
     unavailable,
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
@@ -116,19 +118,27 @@ class Run:
             self.record_validation()
         else:
             context.console.print(
-                f"[bold]resuming[/] {context.run_id}: round {state['round']} "
-                f"({state['phase']}), step {state['step']}"
+                f"[bold]resuming[/] {context.run_id}: round {state.round} "
+                f"({state.phase}), step {state.step}"
             )
-        self.metrics.rewind(state["metrics_lines"])
+        self.metrics.rewind(state.metrics_lines)
         policy, source = load_policy(context, state)
         tasks = TaskOrder(tuple(source.train_task_ids()), config.seed)
-        while state["round"] < config.rounds:
-            if state["phase"] == "train":
+        while state.round < config.rounds:
+            if state.phase == "train":
                 train_round(context, state, policy, source, tasks, self.metrics)
-            if state["phase"] == "compile":
+                self.hand_over(state, phase="compile")
+            if state.phase == "compile" and not config.skill_loop:  # the ablation: no gate
+                next_bank = keep_bank_without_gate(
+                    context, state, reason="skill loop off (ablation)"
+                )
+                self.hand_over(state, round=state.round + 1, phase="train", bank_id=next_bank)
+            if state.phase == "compile":
                 compile_round(context, state)
-            if state["phase"] == "gate":
-                gate_round(context, state)
+                self.hand_over(state, phase="gate")
+            if state.phase == "gate":
+                next_bank = gate_round(context, state)
+                self.hand_over(state, round=state.round + 1, phase="train", bank_id=next_bank)
         context.record.data["finished"] = True
         context.record.save()
         return context.record.data
@@ -148,16 +158,16 @@ class Run:
         }
         record.save()
 
-    def fresh_state(self) -> dict[str, Any]:
-        return {
-            "round": 0,
-            "phase": "train",
-            "step": 0,
-            "next_group_index": 0,
-            "metrics_lines": 0,
-            "bank_id": self.initial_bank_id(),
-            "checkpoint_dir": None,
-        }
+    def hand_over(self, state: RunState, **moves: Any) -> None:
+        """The one place a phase hands over to the next: `moves` (phase, round, bank) applied
+        and state.json rewritten, after the phase saved its record, so a restart resumes at
+        the next phase with the round's record complete."""
+        for field, value in moves.items():
+            setattr(state, field, value)
+        self.context.save_state(state)
+
+    def fresh_state(self) -> RunState:
+        return RunState(bank_id=self.initial_bank_id())
 
     def initial_bank_id(self) -> int:
         name = self.initial_bank or self.context.config.gate.alias

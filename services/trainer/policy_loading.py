@@ -18,7 +18,8 @@ from typing import Any
 from services.trainer.config import TrainerConfig
 from services.trainer.distributed import LeaderFailed, next_command
 from services.trainer.policy import Policy
-from services.trainer.run_context import RunContext
+from services.trainer.rollouts import RolloutSource
+from services.trainer.run_context import RunContext, RunState
 
 
 def policy_config(config: TrainerConfig) -> TrainerConfig:
@@ -32,19 +33,19 @@ def policy_config(config: TrainerConfig) -> TrainerConfig:
     return config.with_(dtype="float32", device=device)
 
 
-def load_policy(context: RunContext, state: dict[str, Any]) -> tuple[Policy, Any]:
+def load_policy(context: RunContext, state: RunState) -> tuple[Policy, RolloutSource]:
     """The policy at the run's last checkpoint (or its base weights), and its rollout source."""
     from shared.runtime.agent.decoding import CPU_DECODING, PAPER_DECODING
 
     config = policy_config(context.config)
     decoding = PAPER_DECODING if config.decoding == "paper" else CPU_DECODING
-    folder = state.get("checkpoint_dir")
+    folder = state.checkpoint_dir
     initial = base_weights(context) if config.kl_coef > 0 or not folder else None
     path = Path(folder) if folder else initial
     policy = Policy.load(path, config, decoding.temperature, reference_path=initial)
     if folder:
         policy.load_optimizer(Path(folder))
-    version = f"{context.run_id}-s{state['step']}"
+    version = f"{context.run_id}-s{state.step}"
     return policy, make_source(context, policy, decoding, version)
 
 
@@ -84,7 +85,7 @@ def base_weights(context: RunContext) -> Path:
     return resolve_model(config.model)
 
 
-def make_source(context: RunContext, policy: Policy, decoding: Any, version: str) -> Any:
+def make_source(context: RunContext, policy: Policy, decoding: Any, version: str) -> RolloutSource:
     from services.trainer.rollouts import EngineRollouts, SimulatedRollouts
 
     config = context.config

@@ -16,7 +16,8 @@ from services.trainer.checkpoints import save_checkpoint
 from services.trainer.evidence import record_evidence
 from services.trainer.metrics import MetricsLog, step_metrics
 from services.trainer.policy import Policy
-from services.trainer.run_context import RunContext
+from services.trainer.rollouts import RolloutSource
+from services.trainer.run_context import RunContext, RunState
 from services.trainer.step import GroupOutcome, TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
 from shared.contracts.chunks import InjectedChunk
@@ -26,16 +27,16 @@ from shared.runtime.agent.advantage import training_samples
 
 def train_round(
     context: RunContext,
-    state: dict[str, Any],
+    state: RunState,
     policy: Policy,
-    source: Any,
+    source: RolloutSource,
     tasks: TaskOrder,
     metrics: MetricsLog,
 ) -> None:
-    config, round_index = context.config, state["round"]
+    config, round_index = context.config, state.round
     registry, record = context.clients.registry, context.record.round(round_index)
     try:
-        bank = pin_bank(registry, state["bank_id"], record.get("bank_hash"))
+        bank = pin_bank(registry, state.bank_id, record.bank_hash)
     except Unavailable as error:
         raise context.registry_unavailable(error) from None
     curriculum, injected = curriculum_from_bank(bank, config)
@@ -48,7 +49,7 @@ def train_round(
     )
     context.record.save()
     all_wrong: list[tuple[int, GroupOutcome]] = []
-    first = state["step"] - round_index * config.steps_per_round
+    first = state.step - round_index * config.steps_per_round
     with _progress(context) as progress:
         bar = progress.add_task(
             f"round {round_index} (bank {bank.id})", total=config.steps_per_round, completed=first
@@ -59,7 +60,7 @@ def train_round(
             )
             all_wrong += [(line["step"], group) for group in generated if group.all_wrong]
             metrics.append(line)
-            state["metrics_lines"] += 1
+            state.metrics_lines += 1
             context.heartbeat()
             summary = (
                 f"round {round_index} step {line['step']}: reward {line['reward'] or 0:.3f} "
@@ -80,23 +81,21 @@ def train_round(
     else:  # an ablation without the slow loop: counted, never analysed
         context.record.round(round_index).update(all_wrong_groups=len(all_wrong))
         context.record.save()
-    state["phase"] = "compile"
-    context.save_state(state)
 
 
 def _train_step(
     context: RunContext,
-    state: dict[str, Any],
+    state: RunState,
     policy: Policy,
-    source: Any,
+    source: RolloutSource,
     tasks: TaskOrder,
     curriculum: CurriculumState,
     injected: list[InjectedChunk],
     step_in_round: int,
 ) -> tuple[dict[str, Any], list[GroupOutcome]]:
     """One rollout step and its updates; returns its metrics line and the generated groups."""
-    config, round_index = context.config, state["round"]
-    step = state["step"] + 1
+    config, round_index = context.config, state.round
+    step = state.step + 1
     began = time.perf_counter()
     outcome = rollout_step(
         source,
@@ -105,7 +104,7 @@ def _train_step(
         tasks,
         round_index=round_index,
         step=step,
-        first_group_index=state["next_group_index"],
+        first_group_index=state.next_group_index,
         group_size=config.group_size,
         groups_per_wave=config.groups_per_wave,
         groups_admitted=config.groups_admitted,
@@ -121,7 +120,7 @@ def _train_step(
     pushed = time.perf_counter()
     source.weights_changed(f"{context.run_id}-s{step}")  # rollout servers: save and push
     push_s = time.perf_counter() - pushed
-    state.update(step=step, next_group_index=outcome.next_group_index)
+    state.step, state.next_group_index = step, outcome.next_group_index
     line = step_metrics(
         outcome,
         stats,

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.trainer.config import TrainerConfig
-from services.trainer.evaluator_client import EvaluatorClient
 from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import wait_until_ready
+from shared.contracts.evaluator_api.client import EvaluatorClient
 from shared.contracts.registry_api.client import RegistryClient
 
 # Each a bearer token with the trainer role at that service (the operator's: see below).

@@ -114,17 +114,22 @@ class RetryingClient:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        timeout: float | None = None,
     ) -> httpx.Response:
-        """The final answer of `send_with_retries`; query parameters that are None are left out."""
+        """The final answer of `send_with_retries`; query parameters that are None are left out;
+        `timeout` (seconds) replaces the client's for this call (a slow route's own)."""
         method = method.upper()
         sent = dict(headers or {})
         if method in WRITE_METHODS:
             sent["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
+        # httpx reads timeout=None as "no timeout": leave it out to keep the client's
+        slow = {"timeout": timeout} if timeout is not None else {}
         return send_with_retries(
             self._http, method, path,
             retries=self.retries, backoff=self.backoff, backoff_max=self.backoff_max,
             stats=self.stats, json=json, headers=sent,
             params={key: value for key, value in (params or {}).items() if value is not None},
+            **slow,
         )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from services.analyst.settings import AnalystSettings
 from services.analyst.trace import gold_facts, read_trace
 from shared.contracts.analyst_api.schemas import ColdStartCreate
 from shared.contracts.chunks import ChunkContent
+from shared.contracts.evaluator_api.schemas import JobPublic
 from shared.contracts.registry_api.client import RegistryClient
 from shared.contracts.registry_api.schemas import (
     CardCreate,
@@ -250,20 +251,23 @@ def test_a_gate_a_the_registry_holds_incomplete_is_incomplete_though_its_job_end
 
     def gate_a_cut_short(request, idempotency_key=None):  # a TEST DOUBLE of Gate A's job
         columns = [{"chunk_version_id": vid, "kind": "draft", "slot": slot}
-                   for slot, vid in enumerate(request["draft_version_ids"])]  # fmt: skip
+                   for slot, vid in enumerate(request.draft_version_ids)]  # fmt: skip
         identity = {"model": "procedural", "decoding": "cpu", "prompt_version": "v",
                     "prompt_fingerprint": "f", "env_version": "e",
                     "action_protocol": "a"}  # fmt: skip
         with RegistryClient(registry_url, TOKENS["evaluator"]) as evaluator:
             run = evaluator.create_gate_run({
-                "kind": "gate_a", "round": 0, "checkpoint_id": request["checkpoint_id"],
+                "kind": "gate_a", "round": 0, "checkpoint_id": request.checkpoint_id,
                 "candidate_pool": {"columns": columns}, "mask_seed": 20260901, "budget": 2,
                 "n_tasks": 6, "identity": identity,
                 "bare_baseline": {"source": "fresh", "plan_sha256": "ab" * 32},
             })  # fmt: skip
             evaluator.close_gate_run(run.id, GateStatus.incomplete, note="cut short")
-        return {"id": "job-1", "status": "succeeded",
-                "result": {"registry": {"gate_run_id": run.id, "bank_id": None}}}  # fmt: skip
+        return JobPublic(
+            id="job-1", kind="gate-a", status="succeeded", request={}, created_at="2026-01-01",
+            started_at=None, finished_at=None, progress={}, error=None,
+            result={"registry": {"gate_run_id": run.id, "bank_id": None}},
+        )  # fmt: skip
 
     with settings.registry_client() as client:
         result = cold_start_job(body, settings=settings, client=client, analyzer=analyze,

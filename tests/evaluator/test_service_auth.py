@@ -19,7 +19,7 @@ from registry_server import TOKENS
 
 from services.analyst.cold_start import _evaluator_gate_a
 from services.analyst.settings import AnalystSettings
-from services.trainer.evaluator_client import EvaluatorClient, EvaluatorError
+from shared.contracts.evaluator_api.client import EvaluatorClient, EvaluatorError
 from shared.contracts.registry_api.client import RegistryClient
 from tests.live_servers import free_port
 from tests.service_auth import (
@@ -106,9 +106,9 @@ def test_the_analysts_gate_a_call_sends_its_evaluator_token(evaluator, tmp_path)
         as_role = AnalystSettings(
             evaluator_url=evaluator, evaluator_token=TOKENS[role], data_dir=tmp_path
         )
-        with pytest.raises(httpx.HTTPStatusError) as answer:
+        with pytest.raises(EvaluatorError) as answer:
             _evaluator_gate_a(as_role)({"draft_version_ids": []})
-        assert answer.value.response.status_code == status, answer.value.response.text
+        assert answer.value.status_code == status, answer.value.detail
 
 
 def test_an_operators_evaluation_runs_and_readers_follow_it(evaluator, registry_url):

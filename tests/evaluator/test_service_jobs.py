@@ -19,7 +19,7 @@ from registry_server import TOKENS
 from services.evaluator import cli
 from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
 from services.evaluator.service import RECORDS_FILE, read_records
-from shared.contracts.evaluator_api import DESIGN_NOT_IDENTIFIED
+from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
 from shared.contracts.registry_api.schemas import GateStatus
 
 TASKS = [f"task-{i:06d}" for i in range(480)]

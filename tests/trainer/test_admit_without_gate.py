@@ -13,7 +13,7 @@ import pytest
 from services.trainer.config import GateConfig, TrainerConfig
 from services.trainer.gate_round import gate_round
 from services.trainer.orchestrator import Run, RunError, ServiceUrls
-from services.trainer.run_context import RunContext
+from services.trainer.run_context import RunContext, RunState
 from services.trainer.service_lifecycle import ServiceClients
 from shared.contracts.registry_api.client import RegistryClient
 from tests.evaluator.bodies import card_body, content
@@ -62,16 +62,15 @@ def admitting_run(tmp_path, registry, w) -> tuple[RunContext, dict]:
         operator_token=os.environ.get("TRAINER_OPERATOR_TOKEN"),
     )
     context.record.data["services"] = dict(context.clients.urls)
-    context.record.round(0)["candidate_ids"] = [w["add"].id, w["rewrite"].id]
-    return context, {"round": 0, "phase": "gate", "bank_id": w["bank"].id, "checkpoint_id": "c"}
+    context.record.round(0).candidate_ids = [w["add"].id, w["rewrite"].id]
+    return context, RunState(round=0, phase="gate", bank_id=w["bank"].id, checkpoint_id="c")
 
 
 def test_every_candidate_is_admitted_untested(tmp_path, registry, monkeypatch):
     w = world(registry)
     monkeypatch.setenv("TRAINER_OPERATOR_TOKEN", registry.tokens["operator"])
     context, state = admitting_run(tmp_path, registry, w)
-    gate_round(context, state)
-    new = w["ops"].get_bank(state["bank_id"])
+    new = w["ops"].get_bank(gate_round(context, state))
     assert new.id != w["bank"].id and new.content_hash is not None  # a new, frozen bank
     versions = [e.chunk_version_id for e in sorted(new.entries, key=lambda e: e.position)]
     b = w["chunks"][1].latest.id
@@ -82,9 +81,8 @@ def test_every_candidate_is_admitted_untested(tmp_path, registry, monkeypatch):
     assert new.parent_bank_id == w["bank"].id and new.q == w["bank"].q
     assert w["ops"].get_alias(w["alias"]).bank_id == new.id
     record = context.record.round(0)
-    assert record["adopted"] and record["next_bank_id"] == new.id
-    assert record["gate_status"] == "skipped: admitted without a gate (ablation)"
-    assert state["round"] == 1 and state["phase"] == "train"
+    assert record.adopted and record.next_bank_id == new.id
+    assert record.gate_status == "skipped: admitted without a gate (ablation)"
 
 
 def test_without_an_operator_token_the_run_stops_and_says_so(tmp_path, registry, monkeypatch):

@@ -13,6 +13,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.trainer.exporter import serve_run_metrics
+from services.trainer.run_context import RunState
 from tests.live_servers import free_port
 
 
@@ -41,7 +42,8 @@ def test_run_folder_figures_follow_steps_gates_and_a_rewind(tmp_path: Path) -> N
         + step_line(1, generated=64, admitted=32, reward=0.5, step_s=12.0)
         + '{"round": 0, "step": 2, "episodes_gen'  # a line still being written: not counted
     )
-    (tmp_path / "state.json").write_text(json.dumps({"round": 1, "phase": "gate"}))
+    state = RunState(round=1, phase="gate", step=2, metrics_lines=2, bank_id=3)
+    (tmp_path / "state.json").write_text(state.model_dump_json())  # as the trainer writes it
     rounds = [{"round": 0, "gate_status": "complete", "adopted": True}, {"round": 1}]
     (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "rounds": rounds}))
     port = free_port()

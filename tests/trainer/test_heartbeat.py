@@ -19,7 +19,8 @@ import services.trainer.heartbeat as heartbeat_module
 from services.trainer.config import TrainerConfig
 from services.trainer.gate_round import gate_round
 from services.trainer.heartbeat import HEARTBEAT_FILE, heartbeat
-from services.trainer.run_context import RunContext, RunRecord
+from services.trainer.run_context import RunContext, RunRecord, RunState
+from shared.contracts.evaluator_api.schemas import GateJobCreate, JobPublic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,15 +47,22 @@ class LongGate:
     def find_gate(self, **_) -> None:
         return None
 
-    def submit_gate(self, body: dict) -> dict:
-        return {"id": "gate-1", "status": "queued"}
+    def submit(self, kind: str, body: GateJobCreate) -> JobPublic:
+        return self.job("queued")
 
-    def wait(self, job_id: str, **_) -> dict:
+    def wait_for_job(self, kind: str, job_id: str, **_) -> JobPublic:
         before = self.beat.stat().st_mtime_ns
         time.sleep(0.4)
         self.moved.append(self.beat.stat().st_mtime_ns > before)
-        result = {"status": "complete", "registry": {"bank_id": 8, "gate_run_id": 1}}
-        return {"id": job_id, "status": "succeeded", "result": result}
+        registry = {"bank_id": 8, "gate_run_id": 1}
+        return self.job("succeeded", {"status": "complete", "registry": registry})
+
+    @staticmethod
+    def job(status: str, result: dict | None = None) -> JobPublic:
+        return JobPublic(
+            id="gate-1", kind="gate", status=status, request={}, created_at="2026-01-01",
+            started_at=None, finished_at=None, progress={}, result=result, error=None,
+        )  # fmt: skip
 
 
 def test_the_trainer_beats_while_it_waits_on_a_gate(tmp_path, monkeypatch) -> None:
@@ -67,11 +75,10 @@ def test_the_trainer_beats_while_it_waits_on_a_gate(tmp_path, monkeypatch) -> No
     evaluator = LongGate(tmp_path)
     context.clients = SimpleNamespace(evaluator=evaluator, registry=None)  # what gate_round reads
     context.record.data["services"] = {"evaluator": "http://evaluator"}
-    context.record.round(0)["candidate_ids"] = ["c1"]
-    state = {"round": 0, "phase": "gate", "bank_id": 7, "checkpoint_id": "run-r0"}
-    gate_round(context, state)
+    context.record.round(0).candidate_ids = [1]
+    state = RunState(round=0, phase="gate", bank_id=7, checkpoint_id="run-r0")
+    assert gate_round(context, state) == 8  # S_{t+1}: the gate's bank
     assert evaluator.moved == [True]
-    assert state == {**state, "round": 1, "phase": "train", "bank_id": 8}
 
 
 @pytest.mark.parametrize("every_s", [None, 0.05])

@@ -15,7 +15,7 @@ from safetensors.torch import load_file  # noqa: E402
 from services.trainer.config import TrainerConfig  # noqa: E402
 from services.trainer.policy import OPTIMIZER_FILE  # noqa: E402
 from services.trainer.policy_loading import load_policy  # noqa: E402
-from services.trainer.run_context import RunContext, RunRecord  # noqa: E402
+from services.trainer.run_context import RunContext, RunRecord, RunState  # noqa: E402
 from shared.runtime.agent.models import resolve_model  # noqa: E402
 from tests.trainer.run_support import CONFIGS  # noqa: E402
 from tests.trainer.test_distributed import _episodes  # noqa: E402
@@ -29,7 +29,7 @@ def _context(tmp_path, **overrides) -> RunContext:
 def _trained_checkpoint(context: RunContext, folder):
     """A fresh policy after one rollout step, saved as a round's checkpoint; with the step's
     episodes and its number of AdamW updates."""
-    policy, _ = load_policy(context, {"checkpoint_dir": None, "step": 0})
+    policy, _ = load_policy(context, RunState(bank_id=1))
     episodes = _episodes(policy.sampling_model.get_input_embeddings().weight.shape[0])
     updates = policy.train_step(episodes).updates
     policy.save(folder)
@@ -44,7 +44,7 @@ def test_a_restart_loads_the_checkpoints_weights_and_optimizer_state(tmp_path):
     context = _context(tmp_path)
     folder = tmp_path / "checkpoints" / "round-000"
     trained, episodes, updates = _trained_checkpoint(context, folder)
-    resumed, _ = load_policy(context, {"checkpoint_dir": str(folder), "step": 1})
+    resumed, _ = load_policy(context, RunState(bank_id=1, step=1, checkpoint_dir=str(folder)))
 
     saved = load_file(folder / "model.safetensors")
     weights = _weights(resumed.sampling_model)
@@ -74,7 +74,7 @@ def test_the_kl_reference_is_the_initial_model_across_a_resume(tmp_path):
     context = _context(tmp_path, kl_coef=0.05)
     folder = tmp_path / "checkpoints" / "round-000"
     _trained_checkpoint(context, folder)
-    resumed, _ = load_policy(context, {"checkpoint_dir": str(folder), "step": 1})
+    resumed, _ = load_policy(context, RunState(bank_id=1, step=1, checkpoint_dir=str(folder)))
 
     base = load_file(resolve_model("tiny") / "model.safetensors")
     saved = load_file(folder / "model.safetensors")

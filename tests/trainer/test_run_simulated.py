@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from services.trainer.config import TrainerConfig
+from services.trainer.run_context import RunState
 from tests.trainer.run_support import (
     CONFIGS,
     REPO,
@@ -117,6 +118,8 @@ def interrupted_then_resumed(path, out, config: TrainerConfig, *extra: str) -> N
             httpx.get(services[name] + "/healthz", timeout=2)
     state = json.loads((out / "state.json").read_text())
     assert state["metrics_lines"] == config.steps_per_round  # the last checkpoint: round 0's end
+    # what the run wrote is the schema: it validates and writes back unchanged
+    assert RunState.model_validate(state).model_dump(mode="json") == state
 
     done = run_train(path, out, *extra)
     assert done.returncode == 0, done.stderr[-3000:]

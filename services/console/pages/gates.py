@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-import httpx
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
@@ -15,6 +14,7 @@ from services.console.numbers import MEANINGS, VERDICTS, axis_title, included_co
 from services.console.pages.banks import all_banks
 from services.console.plot import coefficient_plot
 from services.console.views import render
+from shared.contracts.evaluator_api.client import JOB_ROUTES, EvaluatorClient, EvaluatorError
 from shared.contracts.registry_api.schemas import DecisionRowPublic
 
 router = APIRouter()
@@ -35,26 +35,34 @@ def gates_index(request: Request, session: Login) -> Response:
     return render(request, "gates.html", session, gates=gates)
 
 
-def _evaluator_jobs(evaluator_url: str | None, gate_id: int, token: str) -> list[dict]:
+@dataclass(frozen=True)
+class EvaluatorJobLink:
+    id: str
+    status: str
+    url: str
+
+
+def _evaluator_jobs(evaluator_url: str | None, gate_id: int, token: str) -> list[EvaluatorJobLink]:
     """The evaluator's jobs that recorded this gate run, read with the user's own token (the
     evaluator admits operators and readers); empty when not configured, not answering or
-    refusing the token: the registry's record stands on its own."""
+    refusing the token: the registry's record stands on its own. One quick try, no retries:
+    the page must not wait on a link."""
     if not evaluator_url:
         return []
-    jobs = []
-    headers = {"Authorization": f"Bearer {token}"}
+    links = []
     try:
-        for kind in ("gate", "gate-a"):
-            answer = httpx.get(f"{evaluator_url}/v1/{kind}-jobs", headers=headers, timeout=3.0)
-            answer.raise_for_status()
-            jobs += [
-                {**job, "url": f"{evaluator_url}/v1/{kind}-jobs/{job['id']}"}
-                for job in answer.json()
-                if ((job.get("result") or {}).get("registry") or {}).get("gate_run_id") == gate_id
-            ]
-    except (httpx.HTTPError, ValueError):
+        with EvaluatorClient(evaluator_url, token=token, timeout=3.0, retries=0) as evaluator:
+            for kind in ("gate", "gate-a"):
+                links += [
+                    EvaluatorJobLink(
+                        job.id, job.status, f"{evaluator.base_url}{JOB_ROUTES[kind]}/{job.id}"
+                    )
+                    for job in evaluator.list_jobs(kind)
+                    if ((job.result or {}).get("registry") or {}).get("gate_run_id") == gate_id
+                ]
+    except (EvaluatorError, ValueError):  # ValueError: an answer that is not a job list
         return []
-    return jobs
+    return links
 
 
 @router.get("/gates/{gate_id}")

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from shared.apps.demo.display import DemoDisplay
-from shared.apps.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
 from shared.apps.demo.services import BACKENDS, Services, demo_marker, start_services
 from shared.apps.demo.state import DemoState
 from shared.kit.processes import ServiceFailed
+from shared.kit.service_jobs import JobPublic
 from shared.runtime.noise_floor import aa_condition
 
 REPO = Path(__file__).resolve().parents[3]
@@ -55,7 +55,7 @@ POLICY_DEFAULTS = {
         REPO / "configs" / "procedural.toml", rounds=3, cold_start_tasks=120
     ),
 }
-EVAL_ROUTE = "/v1/eval-jobs"
+JOB_TIMEOUT_S = 24 * 3600.0  # a cold start or a test on a big model runs for hours
 
 
 class DemoError(RuntimeError):
@@ -249,6 +249,7 @@ class Demo:
         if self.state.done("cold start"):
             return
         from shared.contracts.analyst_api.client import AnalystClient
+        from shared.contracts.analyst_api.client import JobFailed as AnalystJobFailed
 
         self.display.phase("cold start", "bare runs -> cards -> drafts -> Gate A -> S_0")
         body = {
@@ -275,17 +276,18 @@ class Demo:
                     body, idempotency_key=f"{self.run_id}:cold-start:{attempt}"
                 )
                 try:
-                    done = wait_for(
-                        lambda job_id=job.id: analyst.get_job(job_id).model_dump(),
-                        on_progress=lambda j: self._job_progress("cold start", j),
+                    done = analyst.wait(
+                        job.id,
+                        timeout=JOB_TIMEOUT_S,
+                        progress=lambda j: self._job_progress("cold start", j),
                     )
                     break
-                except JobFailed as error:
+                except AnalystJobFailed as error:
                     if "interrupt" not in str(error) or attempt >= 3:
                         raise DemoError(f"cold start failed: {error}") from None
                     attempt += 1  # the analyst restarted mid-job: a fresh job resumes its work
                     self.state.set(cold_start_attempt=attempt)
-        result = done["result"] or {}
+        result = done.result or {}
         s0 = result.get("s0_bank_id") or self._empty_s0(result)
         self._point_current_at(s0)
         self.state.finish("cold start", s0_bank_id=s0, cold_start=result)
@@ -376,22 +378,10 @@ class Demo:
             "split": "test",
             "n_tasks": self.options.test_tasks,
         }
-        url, token = self.services.evaluator.url, self.services.tokens["operator"]
-        job_id = self.state.get("test_job")
-        known = evaluator_job(url, EVAL_ROUTE, job_id, token=token) if job_id else None
-        if known is None or known["status"] == "failed":
-            job_id = evaluator_submit(url, EVAL_ROUTE, body, token=token)["id"]
-            self.state.set(test_job=job_id)
-        try:
-            done = wait_for(
-                lambda: evaluator_job(url, EVAL_ROUTE, job_id, token=token),
-                on_progress=lambda j: self._job_progress("test", j),
-            )
-        except JobFailed as error:
-            raise DemoError(f"test evaluation failed: {error}") from None
+        result = self.evaluation("test", body)
         folder = self.run_dir / "test"
         folder.mkdir(exist_ok=True)
-        (folder / "evaluation.json").write_text(json.dumps(done["result"], indent=1))
+        (folder / "evaluation.json").write_text(json.dumps(result, indent=1))
         self.state.finish("test")
 
     def report(self) -> dict[str, Any]:
@@ -423,9 +413,33 @@ class Demo:
             clients[role] = RegistryClient(self.services.registry.url, self.services.tokens[role])
         return clients[role]
 
-    def _job_progress(self, phase: str, job: dict[str, Any]) -> None:
-        progress = job.get("progress") or {}
-        detail = progress.get("phase") or progress.get("stage") or job["status"]
+    def evaluation(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The result of the evaluation job `name` (an `EvalJobCreate` body): the job this run
+        already asked for, unless it failed or the evaluator no longer knows it; DemoError when
+        the evaluator refuses the job or it fails."""
+        from shared.contracts.evaluator_api.client import EvaluatorClient, EvaluatorError
+        from shared.contracts.evaluator_api.schemas import EvalJobCreate
+
+        request = EvalJobCreate.model_validate(body)
+        token = self.services.tokens["operator"]  # an evaluation is an operator's act
+        try:
+            with EvaluatorClient(self.services.evaluator.url, token=token) as evaluator:
+                job_id = self.state.get(f"{name}_job")
+                known = evaluator.find_job("eval", job_id) if job_id else None
+                if known is None or known.status == "failed":
+                    job_id = evaluator.submit("eval", request).id
+                    self.state.set(**{f"{name}_job": job_id})
+                done = evaluator.wait_for_job(
+                    "eval", job_id, timeout=JOB_TIMEOUT_S,
+                    progress=lambda job: self._job_progress("test", job),
+                )  # fmt: skip
+        except (EvaluatorError, TimeoutError) as error:
+            raise DemoError(f"{name} evaluation failed: {error}") from None
+        return done.result or {}
+
+    def _job_progress(self, phase: str, job: JobPublic) -> None:
+        progress = job.progress
+        detail = progress.get("phase") or progress.get("stage") or job.status
         done, total = progress.get("done"), progress.get("total")
         counts = f" {done}/{total}" if done is not None and total else ""
         self.display.phase(phase, f"{detail}{counts}")

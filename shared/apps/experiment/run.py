@@ -32,8 +32,7 @@ from typing import Any
 
 import tomli_w
 
-from shared.apps.demo.jobs import JobFailed, evaluator_job, evaluator_submit, wait_for
-from shared.apps.demo.run import EVAL_ROUTE, Demo, DemoError, DemoOptions
+from shared.apps.demo.run import Demo, DemoError, DemoOptions
 from shared.apps.experiment.arms import Arm
 from shared.apps.experiment.merge import merge_reports
 from shared.contracts.hashing import weights_digest
@@ -283,22 +282,10 @@ class Experiment(Demo):
             return
         n = len(body.get("task_ids") or []) or body.get("n_tasks")
         self.display.phase("test", f"{name}: {len(body['conditions'])} conditions x {n} tasks")
-        url, token = self.services.evaluator.url, self.services.tokens["operator"]
-        job_id = self.state.get(f"{name}_job")
-        known = evaluator_job(url, EVAL_ROUTE, job_id, token=token) if job_id else None
-        if known is None or known["status"] == "failed":
-            job_id = evaluator_submit(url, EVAL_ROUTE, body, token=token)["id"]
-            self.state.set(**{f"{name}_job": job_id})
-        try:
-            done = wait_for(
-                lambda: evaluator_job(url, EVAL_ROUTE, job_id, token=token),
-                on_progress=lambda j: self._job_progress("test", j),
-            )
-        except JobFailed as error:
-            raise DemoError(f"{name} evaluation failed: {error}") from None
+        result = self.evaluation(name, body)
         target = self.run_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(done["result"], indent=1))
+        target.write_text(json.dumps(result, indent=1))
         self.state.finish(name)
 
     # ------------------------------------------------------------------ evidence

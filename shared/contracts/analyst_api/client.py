@@ -18,7 +18,7 @@ the service stays unreachable; `JobFailed` from `wait` when a job ends failed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -184,11 +184,21 @@ class AnalystClient(RetryingClient):
     def get_job(self, job_id: str) -> JobPublic:
         return JobPublic.model_validate(self.request("GET", f"/v1/jobs/{job_id}").json())
 
-    def wait(self, job_id: str, *, timeout: float = 3600.0, poll: float = 1.0) -> JobPublic:
-        """Poll a job until it ends; raises `JobFailed` if it failed, TimeoutError if slow."""
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout: float = 3600.0,
+        poll: float = 1.0,
+        progress: Callable[[JobPublic], object] | None = None,
+    ) -> JobPublic:
+        """Poll a job until it ends; raises `JobFailed` if it failed, TimeoutError if slow.
+        `progress` sees every poll."""
         deadline = time.monotonic() + timeout
         while True:
             job = self.get_job(job_id)
+            if progress is not None:
+                progress(job)
             if job.status == "succeeded":
                 return job
             if job.status == "failed":

@@ -1,8 +1,10 @@
-"""What the evaluator's HTTP answers promise their clients beyond FastAPI's usual shapes.
+"""The evaluator's wire contract (`schemas`) and its typed HTTP client (`client`)."""
 
-The trainer reads these over HTTP; it never imports the evaluator."""
+from shared.contracts.evaluator_api.client import (
+    EvaluatorClient,
+    EvaluatorError,
+    EvaluatorUnavailable,
+    JobFailed,
+)
 
-# The `type` of a 422 detail item when a gate's random mask design cannot identify every
-# coefficient with defined HC3 errors (rank deficient, or a task of leverage 1). The request
-# is sound: another mask seed, or more tasks, gives another design.
-DESIGN_NOT_IDENTIFIED = "design_not_identified"
+__all__ = ["EvaluatorClient", "EvaluatorError", "EvaluatorUnavailable", "JobFailed"]

@@ -1,4 +1,6 @@
-"""The evaluator service's wire schemas (requests and job documents).
+"""The evaluator service's wire contract: its request bodies, the job document it answers
+with, and the words its answers use (the trainer, analyst, console, demo and experiment read
+these over HTTP; none imports the evaluator).
 
 Strict as the registry's: a number or flag must be sent as one (`"yes"`, `1` or `true` where
 the other belongs is a 422, not coerced), an alias or checkpoint is a slug (it becomes part of
@@ -10,10 +12,27 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from services.evaluator.decision import AdmitRule, EmptyBankPolicy
-from services.evaluator.design import K_INIT
-from services.evaluator.fit import Solver
 from shared.contracts.registry_api.schemas import Name, StrictBool, StrictInt
+from shared.kit.service_jobs import JobPublic as JobPublic  # re-exported: the job document
+
+# The `type` of a 422 detail item when a gate's random mask design cannot identify every
+# coefficient with defined HC3 errors (rank deficient, or a task of leverage 1). The request
+# is sound: another mask seed, or more tasks, gives another design.
+DESIGN_NOT_IDENTIFIED = "design_not_identified"
+
+# What a complete gate does when no chunk has a positive coefficient (the selected bank would be
+# empty): `keep` stores the decision but creates no bank and leaves the alias where it is;
+# `adopt` creates the empty bank and moves the alias to it. Either way the outcome says so.
+EmptyBankPolicy = Literal["keep", "adopt"]
+# Which chunks a gate may admit: "coefficient" (the method: beta > 0) or "lower_bound" (beta > 0
+# and its one-sided 95 % HC3 lower bound > 0: only effects the gate is sure of).
+AdmitRule = Literal["coefficient", "lower_bound"]
+# "statsmodels": the coefficients of statsmodels' OLS (pinv). "reference": the reference run's
+# solver, Gauss-Jordan with partial pivoting on the normal equations summed in task order; it
+# reproduces the published coefficients bit for bit (statsmodels agrees with it to ~2e-16), so
+# a refit can reproduce published rho values exactly. Both report statsmodels' HC3 errors.
+Solver = Literal["statsmodels", "reference"]
+K_INIT = 10  # K of Gate A (the method's K_init; its design range is 8-12)
 
 Slug = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 TaskId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")]
