@@ -29,8 +29,8 @@ from typing import Any
 from shared.apps.demo.display import DemoDisplay
 from shared.apps.demo.services import BACKENDS, Services, demo_marker, start_services
 from shared.apps.demo.state import DemoState
+from shared.contracts.jobs import JobPublic
 from shared.kit.processes import ServiceFailed
-from shared.kit.service_jobs import JobPublic
 from shared.runtime.noise_floor import aa_condition
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from shared.contracts.jobs import JobPublic as JobPublic  # re-exported: the job document
 from shared.contracts.registry_api.schemas import Name, StrictBool, StrictInt
-from shared.kit.service_jobs import JobPublic as JobPublic  # re-exported: the job document
 
 # The `type` of a 422 detail item when a gate's random mask design cannot identify every
 # coefficient with defined HC3 errors (rank deficient, or a task of leverage 1). The request
