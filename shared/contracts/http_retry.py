@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import httpx
+from pydantic import BaseModel
 
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -156,3 +157,8 @@ def wait_until_ready(
             tail = log.read_text()[-3000:] if log is not None else ""
             raise RuntimeError(f"{' '.join(process.args)} {state}:\n{tail}")
         time.sleep(poll)
+
+
+def json_body(value: BaseModel | Mapping[str, Any]) -> Any:
+    """A request body as JSON-ready data: a contract model dumped, a mapping copied."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)

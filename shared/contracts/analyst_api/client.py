@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
 from shared.contracts.analyst_api.schemas import (
     AllWrongGroupPublic,
@@ -33,7 +32,7 @@ from shared.contracts.analyst_api.schemas import (
     JobPublic,
     Readiness,
 )
-from shared.contracts.http_retry import RetryingClient, error_detail
+from shared.contracts.http_retry import RetryingClient, error_detail, json_body
 
 JOB_ROUTES = {"compile": "/v1/compile-jobs", "cold-start": "/v1/cold-start-jobs"}
 
@@ -52,10 +51,6 @@ class JobFailed(AnalystError):
     def __init__(self, job: JobPublic) -> None:
         super().__init__(500, job.error, "JOB", job.id)
         self.job = job
-
-
-def _body(value: BaseModel | Mapping[str, Any]) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
 
 
 class AnalystClient(RetryingClient):
@@ -136,7 +131,7 @@ class AnalystClient(RetryingClient):
         self, group: AllWrongGroupSubmit | Mapping[str, Any]
     ) -> AllWrongGroupPublic:
         """Record an all-wrong group; resubmitting the same group returns the stored one."""
-        response = self.request("POST", "/v1/all-wrong-groups", json=_body(group))
+        response = self.request("POST", "/v1/all-wrong-groups", json=json_body(group))
         return AllWrongGroupPublic.model_validate(response.json())
 
     def get_group(self, group_id: str) -> AllWrongGroupPublic:
@@ -177,7 +172,7 @@ class AnalystClient(RetryingClient):
 
     def _submit(self, kind: str, body: Any, idempotency_key: str | None) -> JobPublic:
         response = self.request(
-            "POST", JOB_ROUTES[kind], json=_body(body), idempotency_key=idempotency_key
+            "POST", JOB_ROUTES[kind], json=json_body(body), idempotency_key=idempotency_key
         )
         return JobPublic.model_validate(response.json())
 

@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel
 
 from shared.contracts.evaluator_api.schemas import JobPublic
-from shared.contracts.http_retry import RetryingClient, error_detail
+from shared.contracts.http_retry import RetryingClient, error_detail, json_body
 
 JobKind = Literal["gate", "gate-a", "eval"]
 JOB_ROUTES: dict[str, str] = {
@@ -68,10 +68,6 @@ class JobFailed(EvaluatorError):
     def __init__(self, job: JobPublic) -> None:
         super().__init__(500, job.error, "JOB", job.id)
         self.job = job
-
-
-def _body(value: BaseModel | Mapping[str, Any]) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value)
 
 
 class EvaluatorClient(RetryingClient):
@@ -130,7 +126,7 @@ class EvaluatorClient(RetryingClient):
     ) -> JobPublic:
         """Queue a job (`GateJobCreate`, `GateAJobCreate`, `EvalJobCreate`); the queued job."""
         response = self.request(
-            "POST", JOB_ROUTES[kind], json=_body(body), idempotency_key=idempotency_key,
+            "POST", JOB_ROUTES[kind], json=json_body(body), idempotency_key=idempotency_key,
             timeout=SUBMIT_TIMEOUT_S,
         )  # fmt: skip
         return JobPublic.model_validate(response.json())
