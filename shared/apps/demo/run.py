@@ -71,6 +71,7 @@ class DemoOptions:
     cold_start_tasks: int = 32
     test_tasks: int = 40
     database_url: str | None = None
+    warm_start_eval_tasks: int | None = None  # None: the config's [warm_start] eval_tasks
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,8 @@ class Demo:
     def _warm_start(self) -> dict[str, Any]:
         log = self.run_dir / "logs" / "warm-start.log"
         argv = ["train", "warm-start", "--config", str(self.options.config), "--json"]
+        if self.options.warm_start_eval_tasks is not None:
+            argv += ["--eval-tasks", str(self.options.warm_start_eval_tasks)]
         output = self._child("warm start", argv, log, env={})
         summary = last_json_line(output)
         if summary is None:

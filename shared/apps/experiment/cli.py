@@ -47,6 +47,7 @@ class Plan:
     rounds: int
     cold_start_tasks: int
     test_tasks: int
+    warm_start_eval_tasks: int | None = None  # None: the base TOML's [warm_start] eval_tasks
 
 
 DEFAULTS = {
@@ -56,6 +57,7 @@ DEFAULTS = {
     "rounds": 2,
     "cold_start_tasks": 32,
     "test_tasks": 40,
+    "warm_start_eval_tasks": None,
 }
 
 
@@ -123,6 +125,7 @@ def run(
         cold_start_tasks=plan.cold_start_tasks,
         test_tasks=plan.test_tasks,
         database_url=os.environ.get("DATABASE_URL"),
+        warm_start_eval_tasks=plan.warm_start_eval_tasks,
     )
     console = Console(stderr=True)
     if plan.policy != "model":
