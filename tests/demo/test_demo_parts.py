@@ -228,3 +228,23 @@ def test_off_a_terminal_the_display_prints_each_phase_at_once_and_a_row_at_most_
     ]
     # on a terminal the bars redraw themselves: no timestamped lines
     assert not any(re.match(r"\d\d:\d\d:\d\d (phase|rollout)", line) for line in lines(True))
+
+
+def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_path):
+    """An experiment plan may skip the warm start's own before/after evaluation; left unset,
+    the config's `[warm_start] eval_tasks` applies (no flag on the child's command line)."""
+    seen: list[list[str]] = []
+
+    def child(_name, argv, _log, env):
+        seen.append(argv)
+        return '{"schema": "intraskill-warm-start-v1", "path": "w"}\n'
+
+    for chosen in (None, 0):
+        demo = Demo.__new__(Demo)
+        demo.options = DemoOptions(
+            policy="model", out=tmp_path, config=TINY, warm_start_eval_tasks=chosen
+        )
+        demo.run_dir, demo._child = tmp_path, child
+        demo._warm_start()
+    assert "--eval-tasks" not in seen[0]
+    assert seen[1][seen[1].index("--eval-tasks") + 1] == "0"

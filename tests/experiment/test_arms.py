@@ -135,3 +135,9 @@ def test_the_paper_plan_names_a_base_and_every_arm():
     ]  # fmt: skip
     assert load_plan(REPO / "configs" / "experiment-paper.toml", seeds=1).seeds == 1
     TrainerConfig.from_toml(plan.base)  # the base the pool runs is a valid config
+
+
+def test_the_evidence_plan_skips_only_the_warm_starts_own_evaluation():
+    plan = load_plan(REPO / "configs" / "cpu-evidence.toml")
+    assert plan.warm_start_eval_tasks == 0
+    assert load_plan(REPO / "configs" / "experiment-paper.toml").warm_start_eval_tasks is None
