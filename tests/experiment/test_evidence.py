@@ -193,3 +193,39 @@ def test_once_trained_the_main_contrast_gives_the_power() -> None:
     assert result["mde_contrast"] == "trained/S_T - base/bare"
     assert result["mde_pp"] == pytest.approx(paired_mde_pp(main))
     assert "not measured yet" not in result["verdict"]
+
+
+def test_identical_columns_carry_no_power_and_the_aa_row_states_it() -> None:
+    """An empty S_0 makes base/S_0 the same rollouts as base/bare (the evaluator labels it
+    `identical_to`): that row compares nothing, and its zero variance must not read as an MDE
+    of 0 pp. The design's power then comes from the A/A row: two independent draws of one
+    policy on the same tasks."""
+    rng = np.random.default_rng(3)
+    bare = rng.integers(0, 2, 100).astype(float)
+    aa = rng.integers(0, 2, 100).astype(float)
+    base_only = evaluation({"base/bare": bare.tolist(), "base/s0": bare.tolist(),
+                            "base/bare/aa": aa.tolist()})  # fmt: skip
+    base_only["comparisons"] = base_only["comparisons"][:1]
+    base_only["conditions"] = {"base/s0": {"identical_to": "base/bare"}, "base/bare": {}}
+    result = build_evidence(
+        cards=[], gate_a=None, s0_size=0, arm="intraskill",
+        phases_done=["warm start", "cold start", "base test"], evaluation=base_only,
+    )  # fmt: skip
+    row = result["contrasts"]["base/S_0 - base/bare"]
+    assert row["identical"] == "by construction" and row["mde_pp"] is None
+    assert "identical by construction" in result["verdict"]
+    assert "no effect of" not in result["verdict"]
+    assert result["mde_contrast"] == "A/A: base/bare/aa - base/bare"
+    sd = np.std(aa - bare, ddof=1)
+    assert result["mde_pp"] == pytest.approx(100 * (1.959964 + 0.841621) * sd / 10, rel=1e-4)
+
+
+def test_all_zero_differences_give_no_mde_and_no_claim_of_power() -> None:
+    assert paired_mde_pp(np.zeros(100)) is None
+    same = [1.0, 0.0] * 50
+    result = build_evidence(
+        cards=[], gate_a=None, s0_size=1, arm="intraskill", phases_done=["base test"],
+        evaluation={**evaluation({"base/bare": same, "base/s0": same}), "comparisons": []},
+    )  # fmt: skip
+    assert result["mde_pp"] is None
+    assert "could have seen" not in result["verdict"] and "power is unknown" in result["verdict"]

@@ -40,7 +40,8 @@ CONTRASTS = (
     ("trained/bare", "base/bare", "what training put in the weights"),
 )
 
-MDE_CONTRASTS = ("trained/S_T - base/bare", "base/S_0 - base/bare")  # first present gives mde_pp
+# The first of these with a variance gives mde_pp; without one, the A/A row's noise does.
+MDE_CONTRASTS = ("trained/S_T - base/bare", "base/S_0 - base/bare")
 
 
 def card_evidence(cards: Iterable[Any]) -> dict[str, Any]:
@@ -103,14 +104,21 @@ def test_rows(columns: Mapping[str, Mapping[str, Sequence[float]]], names: Mappi
 
 def paired_mde_pp(differences: np.ndarray) -> float | None:
     """Smallest paired difference (pp) a two-sided level-ALPHA test detects with POWER, from the
-    observed per-task variance of the differences (`stats.mde`, the experiment's own rule)."""
-    if len(differences) < 2:
+    observed per-task variance of the differences (`stats.mde`, the experiment's own rule).
+    None when there is no variance to read: fewer than two tasks, or every difference zero
+    (identical columns say nothing about the noise a real difference would meet)."""
+    if len(differences) < 2 or not differences.any():
         return None
     se = paired_se(float(np.var(differences, ddof=1)), len(differences))
     return 100 * mde(se, alpha=ALPHA, power=POWER)
 
 
-def contrast(columns, a: str, b: str) -> dict[str, Any]:
+def contrast(columns, a: str, b: str, identical: bool = False) -> dict[str, Any]:
+    """Paired difference a - b per task; `identical`: the evaluator rolled them out once (the
+    same checkpoint and chunks), so the row compares nothing and carries no power."""
+    if identical:
+        return {"identical": "by construction", "estimate_pp": 0.0, "ci_low_pp": 0.0,
+                "ci_high_pp": 0.0, "all_differences_zero": True, "mde_pp": None}  # fmt: skip
     left = {key: np.asarray(value, dtype=float) for key, value in columns[a].items()}
     right = {key: np.asarray(value, dtype=float) for key, value in columns[b].items()}
     interval = paired_bootstrap(left, right, SUCCESS, seed=derived_seed(0, a, b, "evidence"))
@@ -126,6 +134,8 @@ def contrast(columns, a: str, b: str) -> dict[str, Any]:
 
 def reading(row: Mapping[str, Any]) -> str:
     """A contrast in words: a difference, no effect as large as the one of interest, or unknown."""
+    if row.get("identical"):
+        return "identical by construction (one rollout under both names): nothing to compare"
     low, high = row["ci_low_pp"], row["ci_high_pp"]
     if low > 0:
         return f"helps: {row['estimate_pp']:+.1f} pp [{low:+.1f}, {high:+.1f}]"
@@ -181,20 +191,44 @@ def build_evidence(
                 "estimate": success["estimate"], "ci_low": success["low"],
                 "ci_high": success["high"], "conditions": [aa["a"], aa["b"]],
             }  # fmt: skip
+        conditions = evaluation.get("conditions", {})
         evidence["contrasts"] = {
-            f"{a} - {b}": {"meaning": meaning, **contrast(columns, names[a], names[b])}
+            f"{a} - {b}": {
+                "meaning": meaning,
+                **contrast(columns, names[a], names[b], same(conditions, names[a], names[b])),
+            }
             for a, b, meaning in CONTRASTS
             if names[a] in columns and names[b] in columns
         }
-        # The design's power from the main contrast; before training ends, from S_0's at the
-        # start checkpoint (same tasks, same test: the per-task variance it would have).
-        for name in MDE_CONTRASTS:
-            if name in evidence["contrasts"]:
-                evidence["mde_pp"] = evidence["contrasts"][name]["mde_pp"]
-                evidence["mde_contrast"] = name
-                break
+        evidence["mde_pp"], evidence["mde_contrast"] = design_power(
+            evidence["contrasts"], columns, aa
+        )
     evidence["verdict"] = verdict(evidence)
     return evidence
+
+
+def same(conditions: Mapping[str, Any], a: str, b: str) -> bool:
+    """The evaluator labelled one condition the other's rollouts (`identical_to`)."""
+    return conditions.get(a, {}).get("identical_to") == b or (
+        conditions.get(b, {}).get("identical_to") == a
+    )
+
+
+def design_power(contrasts, columns, aa) -> tuple[float | None, str | None]:
+    """The test design's MDE and the contrast it comes from: the main contrast; before training
+    ends, S_0's at the start checkpoint (same tasks, same test: the per-task variance it would
+    have); when neither has a variance (S_0 empty: identical by construction), the A/A row's,
+    two independent draws of one policy on the same tasks: the noise any contrast meets."""
+    for name in MDE_CONTRASTS:
+        if (row := contrasts.get(name)) and row["mde_pp"] is not None:
+            return row["mde_pp"], name
+    if aa and aa["a"] in columns and aa["b"] in columns:
+        differences = np.asarray(columns[aa["a"]]["r_success"], dtype=float) - np.asarray(
+            columns[aa["b"]]["r_success"], dtype=float
+        )
+        if (value := paired_mde_pp(differences)) is not None:
+            return value, f"A/A: {aa['a']} - {aa['b']}"
+    return None, None
 
 
 def verdict(evidence: Mapping[str, Any]) -> str:
@@ -224,6 +258,8 @@ def verdict(evidence: Mapping[str, Any]) -> str:
         power = "could" if mde <= EFFECT_OF_INTEREST_PP else "could NOT"
         parts.append(
             f"The test design detects {mde:.1f} pp at 80 % power: it {power} have seen "
-            f"{EFFECT_OF_INTEREST_PP:.0f} pp."
+            f"{EFFECT_OF_INTEREST_PP:.0f} pp ({evidence['mde_contrast']})."
         )
+    else:
+        parts.append("The test design's power is unknown: no contrast or A/A row has a variance.")
     return " ".join(parts)
