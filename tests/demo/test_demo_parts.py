@@ -248,3 +248,23 @@ def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_p
         demo._warm_start()
     assert "--eval-tasks" not in seen[0]
     assert seen[1][seen[1].index("--eval-tasks") + 1] == "0"
+
+
+def test_the_warm_start_hint_share_reaches_the_child_only_when_chosen(tmp_path):
+    """The hint-reading warm start is chosen by the plan; left unset, the config's
+    `[warm_start] reading_hints` applies (no flag, so the plain warm start keeps its cache)."""
+    seen: list[list[str]] = []
+
+    def child(_name, argv, _log, env):
+        seen.append(argv)
+        return '{"schema": "intraskill-warm-start-v1", "path": "w"}\n'
+
+    for chosen in (None, 0.5):
+        demo = Demo.__new__(Demo)
+        demo.options = DemoOptions(
+            policy="model", out=tmp_path, config=TINY, warm_start_reading_hints=chosen
+        )
+        demo.run_dir, demo._child = tmp_path, child
+        demo._warm_start()
+    assert "--reading-hints" not in seen[0]
+    assert seen[1][seen[1].index("--reading-hints") + 1] == "0.5"

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from services.trainer.config import TrainerConfig
@@ -141,3 +142,22 @@ def test_the_evidence_plan_skips_only_the_warm_starts_own_evaluation():
     plan = load_plan(REPO / "configs" / "cpu-evidence.toml")
     assert plan.warm_start_eval_tasks == 0
     assert load_plan(REPO / "configs" / "experiment-paper.toml").warm_start_eval_tasks is None
+
+
+def test_the_hint_reading_evidence_plan_differs_from_its_control_only_where_it_says():
+    """The hint-reading run is read beside the plain run as its control: the same preset, arm,
+    seeds, rounds and tasks; the warm start's hint share and the test's samples alone differ."""
+    control = load_plan(REPO / "configs" / "cpu-evidence.toml")
+    hints = load_plan(REPO / "configs" / "cpu-evidence-hints.toml")
+    differs = {key for key in vars(control) if getattr(control, key) != getattr(hints, key)}
+    assert differs == {"warm_start_reading_hints", "test_samples"}
+    assert (control.warm_start_reading_hints, hints.warm_start_reading_hints) == (None, 0.5)
+    assert (control.test_samples, hints.test_samples) == (1, 2)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, "2"])
+def test_test_samples_must_be_a_whole_number_of_at_least_one(tmp_path, bad):
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f'[experiment]\nbase = "x.toml"\ntest_samples = {bad!r}\n'.replace("'", '"'))
+    with pytest.raises(typer.BadParameter, match="test_samples"):
+        load_plan(plan)

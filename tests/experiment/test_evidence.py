@@ -106,7 +106,7 @@ def test_a_narrow_null_is_a_result_and_a_wide_one_cannot_tell() -> None:
     same = [1.0, 0.0] * (n // 2)
     narrow = build_evidence(
         cards=[], gate_a=None, s0_size=0, arm="intraskill", phases_done=["test"],
-        evaluation=evaluation({"base/bare": same, "base/s0": same,
+        evaluation=evaluation({"base/bare": same, "base/s0": same, "aa": same[::-1],
                                "intraskill/s0/bare": same, "intraskill/s0/bank": same}),
     )  # fmt: skip
     assert [row["condition"] for row in narrow["test"]["rows"]] == [
@@ -115,8 +115,9 @@ def test_a_narrow_null_is_a_result_and_a_wide_one_cannot_tell() -> None:
         "trained/bare",
         "trained/S_T",
     ]
-    assert narrow["aa"] == {"estimate": -0.01, "ci_low": -0.05, "ci_high": 0.03,
-                            "conditions": ["aa", "intraskill/s0/bank"]}  # fmt: skip
+    # the final bank's A/A row, measured on the columns (every task flipped: mean 0, wide)
+    assert narrow["aa"]["conditions"] == ["aa", "intraskill/s0/bank"]
+    assert narrow["aa"]["estimate"] == 0.0 and narrow["aa"]["ci_low"] < -0.05
     main = narrow["contrasts"]["trained/S_T - base/bare"]
     assert main["all_differences_zero"] and main["estimate_pp"] == 0.0
     assert f"no effect of {EFFECT_OF_INTEREST_PP:.0f} pp" in narrow["verdict"]
@@ -163,7 +164,8 @@ def test_before_training_ends_the_power_comes_from_s0_at_the_start_checkpoint() 
     rng = np.random.default_rng(1)
     bare = rng.integers(0, 2, 100).astype(float)
     s0 = rng.integers(0, 2, 100).astype(float)
-    base_only = evaluation({"base/bare": bare.tolist(), "base/s0": s0.tolist()})
+    base_only = evaluation({"base/bare": bare.tolist(), "base/s0": s0.tolist(),
+                            "base/bare/aa": s0[::-1].tolist()})  # fmt: skip
     base_only["comparisons"] = base_only["comparisons"][:1]  # the bare A/A row alone
     result = build_evidence(
         cards=[], gate_a=None, s0_size=1, arm="intraskill",

@@ -185,3 +185,27 @@ def test_rotated_gates_and_the_confirmation_step(tmp_path):
     assert row["val_policy"] == "rotate" and row["n_tasks"] == 2
     assert {"estimate", "low", "high", "p"} <= set(row["confirmation"])
     assert "Gate estimate vs confirmation" in (out / "comparison.md").read_text()
+
+
+@pytest.mark.slow
+def test_two_samples_per_test_task_reach_the_evaluator_and_the_evidence(tmp_path):
+    """`--test-samples 2`: every test condition is rolled out twice per task under its own seeds,
+    and evidence.json and comparison.json read the per-task means (procedural TEST DOUBLE)."""
+    out = tmp_path / "exp"
+    argv = command(out)
+    argv[argv.index("--arms") + 1], argv[argv.index("--seeds") + 1] = "intraskill", "1"
+    argv[argv.index("--rounds") + 1] = "1"
+    argv[argv.index("--test-tasks") + 1] = "6"
+    done = subprocess.run(
+        [*argv, "--test-samples", "2"], env=environment(), capture_output=True, text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    trained = json.loads((out / "test" / "trained-evaluation.json").read_text())
+    assert {"intraskill/s0/bank/sample1", "intraskill/s0/bank/aa/sample1"} <= set(
+        trained["per_task"]["columns"]
+    )
+    evidence = json.loads((out / "evidence.json").read_text())
+    assert evidence["test"]["samples"] == 2 and evidence["test"]["n_tasks"] == 6
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["samples"] == 2

@@ -72,6 +72,7 @@ class DemoOptions:
     test_tasks: int = 40
     database_url: str | None = None
     warm_start_eval_tasks: int | None = None  # None: the config's [warm_start] eval_tasks
+    warm_start_reading_hints: float | None = None  # None: the config's [warm_start] share
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,8 @@ class Demo:
         argv = ["train", "warm-start", "--config", str(self.options.config), "--json"]
         if self.options.warm_start_eval_tasks is not None:
             argv += ["--eval-tasks", str(self.options.warm_start_eval_tasks)]
+        if self.options.warm_start_reading_hints is not None:
+            argv += ["--reading-hints", str(self.options.warm_start_reading_hints)]
         output = self._child("warm start", argv, log, env={})
         summary = last_json_line(output)
         if summary is None:

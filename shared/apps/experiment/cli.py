@@ -48,6 +48,8 @@ class Plan:
     cold_start_tasks: int
     test_tasks: int
     warm_start_eval_tasks: int | None = None  # None: the base TOML's [warm_start] eval_tasks
+    warm_start_reading_hints: float | None = None  # None: the base TOML's [warm_start] share
+    test_samples: int = 1  # sampled episodes per test task, pooled per task (samples.py)
 
 
 DEFAULTS = {
@@ -58,6 +60,8 @@ DEFAULTS = {
     "cold_start_tasks": 32,
     "test_tasks": 40,
     "warm_start_eval_tasks": None,
+    "warm_start_reading_hints": None,
+    "test_samples": 1,
 }
 
 
@@ -73,6 +77,11 @@ def load_plan(config: Path, **given: Any) -> Plan:
     if unknown:
         raise typer.BadParameter(f"unknown [experiment] keys: {unknown}", param_hint="--config")
     values = {**DEFAULTS, **plan, **{k: v for k, v in given.items() if v is not None}}
+    if not (isinstance(values["test_samples"], int) and values["test_samples"] >= 1):
+        raise typer.BadParameter(
+            f"test_samples must be a whole number >= 1, got {values['test_samples']!r}",
+            param_hint="--config",
+        )
     return Plan(base=base, **values)
 
 
@@ -104,6 +113,9 @@ def run(
         int | None, typer.Option(min=1, help="cold-start bare runs")
     ] = None,
     test_tasks: TestTasksOption = None,
+    test_samples: Annotated[
+        int | None, typer.Option(min=1, help="sampled episodes per test task (default: plan)")
+    ] = None,
 ) -> None:
     """Run every arm x seed as its own `train run`, test them together, write the comparison."""
     from shared.apps.demo.display import DemoDisplay
@@ -112,7 +124,7 @@ def run(
 
     plan = load_plan(
         config, arms=arms, seeds=seeds, policy=policy, rounds=rounds,
-        cold_start_tasks=cold_start_tasks, test_tasks=test_tasks,
+        cold_start_tasks=cold_start_tasks, test_tasks=test_tasks, test_samples=test_samples,
     )  # fmt: skip
     if plan.policy not in POLICY_DEFAULTS:
         raise typer.BadParameter("choose model or procedural", param_hint="--policy")
@@ -126,6 +138,7 @@ def run(
         test_tasks=plan.test_tasks,
         database_url=os.environ.get("DATABASE_URL"),
         warm_start_eval_tasks=plan.warm_start_eval_tasks,
+        warm_start_reading_hints=plan.warm_start_reading_hints,
     )
     console = Console(stderr=True)
     if plan.policy != "model":
@@ -135,7 +148,7 @@ def run(
     steps = len(chosen) * plan.seeds * plan.rounds * int(base.get("steps_per_round", 20))
     try:
         with DemoDisplay(steps, console) as display:
-            Experiment(options, display, chosen, plan.seeds).run()
+            Experiment(options, display, chosen, plan.seeds, plan.test_samples).run()
     except KeyboardInterrupt:
         console.print(f"\n[yellow]interrupted[/]: run the same command to resume from {out}")
         raise typer.Exit(130) from None

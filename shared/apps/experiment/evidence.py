@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.apps.experiment.samples import pool_samples
 from shared.apps.experiment.stats import ALPHA, POWER, mde, paired_se, wilson
 from shared.runtime.paired_bootstrap import Metric, derived_seed, paired_bootstrap
 
@@ -84,13 +85,18 @@ def gate_a_evidence(gate: Any, decision: Any | None) -> dict[str, Any]:
     }
 
 
-def test_rows(columns: Mapping[str, Mapping[str, Sequence[float]]], names: Mapping[str, str]):
+def test_rows(
+    columns: Mapping[str, Mapping[str, Sequence[float]]], names: Mapping[str, str], samples: int = 1
+):
+    """Each condition's success rate over its tasks x samples episodes, Wilson interval (a
+    task's samples are correlated, so with several it is a little narrow; the contrasts use
+    the task-paired bootstrap)."""
     rows = []
     for label, name in names.items():
         if name not in columns:
             continue
         values = np.asarray(columns[name]["r_success"], dtype=float)
-        interval = wilson(float(values.mean()), len(values))
+        interval = wilson(float(values.mean()), len(values) * samples)
         rows.append(
             {
                 "condition": label,
@@ -176,20 +182,23 @@ def build_evidence(
         "mde_contrast": None,
     }
     if evaluation:
-        columns = evaluation["per_task"]["columns"]
+        evaluation = pool_samples(evaluation)  # a task's column: the mean of its samples
+        columns, samples = evaluation["per_task"]["columns"], evaluation["samples"]
         evidence["test"] = {
             "n_tasks": evaluation["n_tasks"],
-            "samples": 1,
-            "rows": test_rows(columns, names),
+            "samples": samples,
+            "rows": test_rows(columns, names, samples),
         }
-        # The A/A row of the final bank's condition (the reference run's), else any A/A row.
+        # The A/A row of the final bank's condition (the reference run's), else any A/A row;
+        # its interval from the pooled columns like every contrast's (the evaluator's own row
+        # read its first sample only).
         rows = [c for c in evaluation["comparisons"] if c.get("kind") == "A/A"]
         aa = next((c for c in rows if c["b"] == names["trained/S_T"]), rows[0] if rows else None)
-        if aa:
-            success = aa["differences"]["r_success"]
+        if aa and aa["a"] in columns and aa["b"] in columns:
+            row = contrast(columns, aa["a"], aa["b"])
             evidence["aa"] = {
-                "estimate": success["estimate"], "ci_low": success["low"],
-                "ci_high": success["high"], "conditions": [aa["a"], aa["b"]],
+                "estimate": row["estimate_pp"] / 100, "ci_low": row["ci_low_pp"] / 100,
+                "ci_high": row["ci_high_pp"] / 100, "conditions": [aa["a"], aa["b"]],
             }  # fmt: skip
         conditions = evaluation.get("conditions", {})
         evidence["contrasts"] = {
@@ -256,8 +265,10 @@ def verdict(evidence: Mapping[str, Any]) -> str:
     mde = evidence.get("mde_pp")
     if mde is not None:
         power = "could" if mde <= EFFECT_OF_INTEREST_PP else "could NOT"
+        test = evidence["test"]
         parts.append(
-            f"The test design detects {mde:.1f} pp at 80 % power: it {power} have seen "
+            f"The test design ({test['n_tasks']} tasks x {test['samples']} samples) detects"
+            f" {mde:.1f} pp at 80 % power: it {power} have seen "
             f"{EFFECT_OF_INTEREST_PP:.0f} pp ({evidence['mde_contrast']})."
         )
     else:

@@ -17,6 +17,8 @@ Phases (each skipped on a rerun once done, like the demo's, whose first four it 
    byte for byte the same (arms that ended up training alike) are tested under the first
    one's checkpoint id, so the evaluator rolls them out once and labels them identical
    instead of reading noise as a difference;
+   with `test_samples` > 1 every test condition is rolled out that many times per task under
+   other sampling seeds and read as its per-task mean (`samples.py`);
 5. confirm (when `gate.confirm_tasks` > 0): every final bank measured once on the held-out
    confirmation tasks no gate used, beside the gates' own estimate of it;
 6. comparison.json, comparison.md and the figures (`report.py`).
@@ -35,6 +37,7 @@ import tomli_w
 from shared.apps.demo.run import Demo, DemoError, DemoOptions
 from shared.apps.experiment.arms import Arm
 from shared.apps.experiment.merge import merge_reports
+from shared.apps.experiment.samples import pool_samples, with_samples
 from shared.contracts.hashing import weights_digest
 from shared.runtime.noise_floor import aa_condition
 
@@ -75,10 +78,14 @@ def run_specs(arms: list[Arm], seeds: int, base_seed: int) -> list[RunSpec]:
 
 
 class Experiment(Demo):
-    def __init__(self, options: DemoOptions, display, arms: list[Arm], seeds: int) -> None:
+    def __init__(
+        self, options: DemoOptions, display, arms: list[Arm], seeds: int, test_samples: int = 1
+    ) -> None:
         super().__init__(options, display)
-        self.arms, self.seeds = arms, seeds
+        self.arms, self.seeds, self.test_samples = arms, seeds, test_samples
         chosen = {"arms": [a.name for a in arms], "seeds": seeds}
+        if test_samples > 1:  # a one-sample experiment keeps the record it always had
+            chosen["test_samples"] = test_samples
         previous = self.state.get("experiment")
         if previous and previous != chosen:
             raise DemoError(
@@ -224,7 +231,7 @@ class Experiment(Demo):
         bare, s0 = self.base_conditions()
         copy = aa_condition(bare)
         body = {
-            "conditions": [bare, s0, copy],
+            "conditions": with_samples([bare, s0, copy], self.test_samples),
             "split": "test",
             "n_tasks": self.options.test_tasks,
             "comparisons": [[copy["name"], bare["name"]], [s0["name"], bare["name"]]],
@@ -251,7 +258,7 @@ class Experiment(Demo):
         originals = [c for c in conditions if "bank_id" in c]
         copies = [aa_condition(c) for c in originals]
         body = {
-            "conditions": [*conditions, *copies],
+            "conditions": with_samples([*conditions, *copies], self.test_samples),
             "split": "test",
             "n_tasks": self.options.test_tasks,
             "comparisons": [
@@ -346,7 +353,7 @@ class Experiment(Demo):
         comparison = build_comparison(
             arms=self.arms,
             runs=runs,
-            test=json.loads((self.run_dir / TEST_FILE).read_text()),
+            test=pool_samples(json.loads((self.run_dir / TEST_FILE).read_text())),
             confirm=json.loads(confirm_path.read_text()) if confirm_path.exists() else None,
             policy=self.options.policy,
             base_config=str(self.options.config),
