@@ -6,7 +6,7 @@
         --analyst-url http://127.0.0.1:8200
     intraskill train loss-check tests/fixtures/trainer/grpo-loss-cases/cases.json --json
     intraskill train config --config configs/cpu.toml     # the resolved config with help text
-    intraskill train warm-start ...                        # SFT warm start (warm_start.py)
+    intraskill train warm-start ...                        # SFT warm start (warm_start/)
     intraskill train compliance-probe --model DIR          # does the policy read its skill block?
 
 Service tokens come from the environment: TRAINER_REGISTRY_TOKEN, TRAINER_EVALUATOR_TOKEN and
@@ -176,7 +176,7 @@ def show_config(
     add_help_option=False,
 )
 def warm_start(context: typer.Context) -> None:
-    """SFT warm start on heuristic-agent trajectories (`services/trainer/warm_start.py`)."""
+    """SFT warm start on heuristic-agent trajectories (`services/trainer/warm_start/`)."""
     try:
         from services.trainer.warm_start import main as warm_start_main
     except ImportError as error:  # the module, or its main(argv), is not there yet

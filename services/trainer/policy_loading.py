@@ -70,7 +70,7 @@ def base_weights(context: RunContext) -> Path:
     config = context.config
     if config.policy != "model":
         return resolve_model("tiny")
-    if config.warm_start.enabled:  # SFT first (cached by fingerprint): see warm_start.py
+    if config.warm_start.enabled:  # SFT first (cached by fingerprint): see warm_start/
         from services.trainer.warm_start import WarmStartPlan, warm_start
 
         result = warm_start(WarmStartPlan.from_trainer_config(config))

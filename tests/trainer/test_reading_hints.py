@@ -20,11 +20,10 @@ pytest.importorskip("torch")
 
 from services.trainer.compliance_probe import run_probe
 from services.trainer.reading_hints import HINTS, hint_texts
-from services.trainer.warm_start import (
+from services.trainer.warm_start import WarmStartPlan
+from services.trainer.warm_start.demonstrations import demonstration_shapes, demonstrations
+from services.trainer.warm_start.teacher import (
     HeuristicTeacherBackend,
-    WarmStartPlan,
-    demonstration_shapes,
-    demonstrations,
     hinted_specs,
     teacher_trajectories,
 )

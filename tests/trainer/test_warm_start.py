@@ -7,6 +7,7 @@ the `cpu` preset and checks the issue's target (>= 80 % valid actions after the 
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -22,15 +23,11 @@ from shared.runtime.shopsim.env import ShopEnv
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from services.trainer.warm_start import (  # noqa: E402
-    WarmStartPlan,
-    build_trainer,
-    fingerprint,
-    policy_rates,
-    sft_examples,
-    teacher_trajectories,
-    warm_start,
-)
+from services.trainer.warm_start import WarmStartPlan, warm_start  # noqa: E402
+from services.trainer.warm_start.demonstrations import fingerprint, sft_examples  # noqa: E402
+from services.trainer.warm_start.evaluation import policy_rates  # noqa: E402
+from services.trainer.warm_start.sft import build_trainer  # noqa: E402
+from services.trainer.warm_start.teacher import teacher_trajectories  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,6 +176,22 @@ def test_warm_start_trains_once_then_comes_from_the_cache(model_cache, tmp_path)
         assert 0.0 <= summary[side]["valid_action_rate"] <= 1.0
     again = warm_start(plan, model_cache=model_cache, show_progress=False)
     assert again.cached and again.path == first.path and again.summary == summary
+
+
+def test_json_output_is_one_document_on_stdout(tiny_dir, model_cache, tmp_path, capsys):
+    """`--json` is for callers that parse stdout: the trainer's own log lines go to stderr."""
+    from services.trainer.warm_start.cli import main
+
+    code = main([
+        "--config", str(ROOT / "tests" / "demo" / "demo-tiny.toml"),
+        "--episodes", "2", "--epochs", "1", "--eval-tasks", "1",
+        "--cache-dir", str(tmp_path / "warm"), "--model-cache", str(model_cache), "--json",
+    ])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    summary = json.loads(out)  # the whole of stdout, nothing before or after
+    assert summary["schema"] == "intraskill-warm-start-v1" and not summary["cached"]
+    assert "'loss'" in err  # the trainer's log is still shown, on stderr
 
 
 @pytest.mark.slow
