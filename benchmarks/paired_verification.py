@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from services.analyst.live import verify_repair
+from services.analyst.counterfactual_trials import verify_repair
 from services.analyst.mechanisms import LIBRARY
 from shared.contracts.chunks import ChunkContent
 from shared.runtime.agent.backends import make_backend

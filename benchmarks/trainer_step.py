@@ -5,7 +5,8 @@
     python benchmarks/trainer_step.py --model tiny --runs 2 # a smoke run of the script itself
 
 Each run is one rollout step of the preset with the trainer's own code: waves of groups through
-the agent runtime on ShopSim (`services.trainer.step.rollout_step`, skill-free: an empty bank),
+the agent runtime on ShopSim (`services.trainer.rollout_step.rollout_step`, skill-free: an
+empty bank),
 then `Policy.train_step` (old log-probs recomputed, then the step's optimizer updates). Phases:
 
 * generation: the model's prefill and decode, prompt rendering and parsing (rollout wall time
@@ -36,8 +37,8 @@ import torch
 
 from services.trainer.config import TrainerConfig
 from services.trainer.policy import Policy, micro_batches
+from services.trainer.rollout_step import TaskOrder, rollout_step
 from services.trainer.rollouts import EngineRollouts
-from services.trainer.step import TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
 from shared.runtime.agent.advantage import training_samples
 from shared.runtime.agent.backends.transformers_backend import TransformersBackend

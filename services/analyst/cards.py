@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.analyst.live import PairedVerification, verifying_trial
+from services.analyst.counterfactual_trials import PairedVerification, verifying_trial
 from shared.contracts.analyst_api.schemas import CardVerification
 from shared.contracts.chunks import ChunkContent
 from shared.contracts.registry_api.schemas import (

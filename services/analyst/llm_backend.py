@@ -30,8 +30,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from services.analyst.cards import finish_card
+from services.analyst.counterfactual_trials import bank_chunks
 from services.analyst.diagnosis import diagnose
-from services.analyst.live import bank_chunks
 from services.analyst.rules_backend import AnalysisInput, verify
 from services.analyst.trace import gold_facts, gold_price, read_trace
 from shared.contracts.chunks import ChunkContent, render_skill_block

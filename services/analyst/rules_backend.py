@@ -16,8 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from services.analyst.cards import finish_card
+from services.analyst.counterfactual_trials import (
+    PairedVerification,
+    bank_chunks,
+    default_tester,
+    verify_repair,
+)
 from services.analyst.diagnosis import Divergence, diagnose
-from services.analyst.live import PairedVerification, bank_chunks, default_tester, verify_repair
 from services.analyst.mechanisms import LIBRARY, addressed_mechanisms
 from services.analyst.trace import TraceFacts, gold_facts, gold_price, read_trace
 from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block

@@ -20,7 +20,7 @@ from typing import Any
 
 from services.analyst.cards import card_verification
 from services.analyst.compiler import Compilation, compile_round
-from services.analyst.live import bank_chunks, skill_block_hash
+from services.analyst.counterfactual_trials import bank_chunks, skill_block_hash
 from services.analyst.rules_backend import AnalysisInput
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore

@@ -25,10 +25,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from services.evaluator.decision import decide
 from services.evaluator.design import DesignError, RankDeficientError
 from services.evaluator.fit import FitError
-from services.evaluator.reaper import GateRunReaper
-from services.evaluator.records import load_gate_run
-from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
-from services.evaluator.service import (
+from services.evaluator.gate_job import (
     RECORDS_FILE,
     REGISTRY_RETRY_AFTER_S,
     gate_job,
@@ -36,6 +33,9 @@ from services.evaluator.service import (
     plan_gate_job,
     registry_error_status,
 )
+from services.evaluator.reaper import GateRunReaper
+from services.evaluator.records import load_gate_run
+from services.evaluator.runtime import RunnerFactory, agent_runner_factory, make_env
 from services.evaluator.settings import EvaluatorSettings
 from shared.contracts.evaluator_api.schemas import (
     DESIGN_NOT_IDENTIFIED,

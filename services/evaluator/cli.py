@@ -186,8 +186,8 @@ def cold_start(
 ) -> None:
     """Gate A in this process: bare + masked rollouts over the drafts, fit, S_0, `current`."""
     from services.evaluator.app import TaskSelectionError, select_tasks_from
+    from services.evaluator.gate_job import gate_job, plan_gate_a_job
     from services.evaluator.runtime import agent_runner_factory, make_env
-    from services.evaluator.service import gate_job, plan_gate_a_job
     from services.evaluator.settings import EvaluatorSettings
     from shared.contracts.evaluator_api.schemas import GateAJobCreate
     from shared.contracts.registry_api.client import RegistryError

@@ -505,7 +505,7 @@ def report_from_folder(
     folder: str | Path, *, resamples: int | None = None, seed: int | None = None
 ) -> dict[str, Any]:
     """Recompute an evaluation's report from its folder (plan.json + records.jsonl)."""
-    from services.evaluator.service import read_records
+    from services.evaluator.gate_job import read_records
 
     folder = Path(folder)
     plan = json.loads((folder / PLAN_FILE).read_text())
@@ -523,7 +523,7 @@ def report_from_folder(
 
 def eval_job(planned: PlannedEvaluation, *, runner_factory, client_factory):
     """The work of one evaluation job: rollouts, report JSON, plot."""
-    from services.evaluator.service import RecordLog
+    from services.evaluator.gate_job import RecordLog
 
     def work(context) -> dict[str, Any]:
         write_plan(planned, context.folder)

@@ -65,7 +65,7 @@ class GateConfig:
     val_policy: ValPolicy = _help(
         "fixed: every gate runs on the same first val_tasks validation tasks (the method); "
         "rotate: each round's gate draws a fresh subset, disjoint from the other rounds', of a "
-        "seeded shuffle of the val_pool tasks after Gate A's first val_tasks (validation.py)",
+        "seeded shuffle of the val_pool tasks after Gate A's first val_tasks (validation_tasks.py)",
         "fixed",
     )
     val_pool: int = _help(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from services.trainer.rollout_step import GroupOutcome
 from services.trainer.run_context import RoundRecord, RunContext, RunState, unavailable
-from services.trainer.step import GroupOutcome
 from shared.contracts.analyst_api.schemas import AllWrongGroupSubmit, SiblingRef
 from shared.contracts.registry_api.client import Unavailable
 from shared.contracts.registry_api.schemas import EvidenceCreate, Treatment

@@ -12,7 +12,7 @@ from services.trainer.bank_resolution import pin_bank
 from services.trainer.heartbeat import heartbeat
 from services.trainer.local_stack import StackError
 from services.trainer.run_context import RoundRecord, RunContext, RunError, RunState, unavailable
-from services.trainer.validation import gate_task_ids, val_task_ids
+from services.trainer.validation_tasks import gate_task_ids, val_task_ids
 from shared.contracts.evaluator_api.client import (
     EvaluatorError,
     EvaluatorUnavailable,
@@ -112,7 +112,7 @@ def submit_gate(context: RunContext, state: RunState, record: RoundRecord) -> Jo
         move_alias=True,
         admit=gate_admission(gate.admit),
     )
-    if gate.val_policy == "rotate":  # this round's own subset of the pool (validation.py)
+    if gate.val_policy == "rotate":  # this round's own subset of the pool (validation_tasks.py)
         task_ids = gate_task_ids(context.config, val_task_ids(context.config), state.round)
         body = body.model_copy(update={"task_ids": task_ids, "n_tasks": None})
         record.val_task_ids = task_ids

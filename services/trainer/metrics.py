@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.trainer.step import StepOutcome
+from services.trainer.rollout_step import StepOutcome
 from services.trainer.treatments import CurriculumState
 from services.trainer.update import UpdateStats
 

@@ -48,6 +48,7 @@ from services.trainer.gate_round import gate_round, keep_bank_without_gate
 from services.trainer.local_stack import LocalStack, StackError
 from services.trainer.metrics import MetricsLog
 from services.trainer.policy_loading import follow_the_leader, load_policy, policy_config
+from services.trainer.rollout_step import TaskOrder
 from services.trainer.round_loop import train_round
 from services.trainer.run_context import (
     METRICS_FILE,
@@ -58,8 +59,7 @@ from services.trainer.run_context import (
     unavailable,
 )
 from services.trainer.service_lifecycle import ServiceUrls, start_services
-from services.trainer.step import TaskOrder
-from services.trainer.validation import (
+from services.trainer.validation_tasks import (
     confirmation_task_ids,
     val_task_ids,
     validation_slices,

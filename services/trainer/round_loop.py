@@ -16,9 +16,9 @@ from services.trainer.checkpoints import save_checkpoint
 from services.trainer.evidence import record_evidence
 from services.trainer.metrics import MetricsLog, step_metrics
 from services.trainer.policy import Policy
+from services.trainer.rollout_step import GroupOutcome, TaskOrder, rollout_step
 from services.trainer.rollouts import RolloutSource
 from services.trainer.run_context import RunContext, RunState
-from services.trainer.step import GroupOutcome, TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumState
 from shared.contracts.chunks import InjectedChunk
 from shared.contracts.registry_api.client import Unavailable

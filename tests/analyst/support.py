@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from services.analyst.live import PairedVerification, Trial
+from services.analyst.counterfactual_trials import PairedVerification, Trial
 from services.analyst.mechanisms import LIBRARY
 from shared.contracts.chunks import ChunkContent
 from shared.contracts.registry_api.schemas import BankEntryPublic

@@ -1,10 +1,10 @@
-"""Counterfactual trials (`services/analyst/live.py`): the failed retry replayed up to the
-branch, then a blind agent with the card's chunk; only a faithful replay, the card's own
-prompt and R_success = 1 make a success."""
+"""Counterfactual trials (`services/analyst/counterfactual_trials.py`): the failed retry replayed
+up to the branch, then a blind agent with the card's chunk; only a faithful replay, the card's
+own prompt and R_success = 1 make a success."""
 
 import pytest
 
-from services.analyst.live import counterfactual_trial, repaired_bank
+from services.analyst.counterfactual_trials import counterfactual_trial, repaired_bank
 from services.analyst.mechanisms import LIBRARY
 from shared.runtime.agent.backends import make_backend
 from tests.analyst.support import failed_traces, library_bank, small_env

@@ -1,14 +1,14 @@
-"""Paired counterfactual verification (`services/analyst/live.py`): k continuations from the
-replayed branch with the card's repair and k without it, on the same seeds, with their own
-turn budget; verified = at least one success with the repair and more with than without.
-
-The blind agents here are TEST DOUBLES: the procedural policy (it follows the chunks whose
-titles it recognises, and with `competence` it shops well unprompted) and `Dawdler` below."""
+"""Paired counterfactual verification (`services/analyst/counterfactual_trials.py`): k
+continuations from the replayed branch with the card's repair and k without it, on the same
+seeds, with their own turn budget; verified = at least one success with the repair and more with
+than without. The blind agents here are TEST DOUBLES: the procedural policy (it follows the
+chunks whose titles it recognises, and with `competence` it shops well unprompted) and `Dawdler`
+below."""
 
 import pytest
 
 from services.analyst.cards import finish_card
-from services.analyst.live import continuations, repaired_bank, verify_repair
+from services.analyst.counterfactual_trials import continuations, repaired_bank, verify_repair
 from services.analyst.mechanisms import LIBRARY
 from services.analyst.rules_backend import AnalysisInput, analyze
 from shared.contracts.chunks import ChunkContent

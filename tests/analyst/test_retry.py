@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.analyst.live import bank_chunks as injected
+from services.analyst.counterfactual_trials import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY
 from services.analyst.settings import AnalystSettings
 from services.analyst.slow_loop import RetryMismatch, run_retries, verify_retry

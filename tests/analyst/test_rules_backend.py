@@ -4,7 +4,7 @@ repair, card rules."""
 import pytest
 
 from services.analyst.cards import finish_card, forced_no_proposal_reason
-from services.analyst.live import bank_chunks as injected
+from services.analyst.counterfactual_trials import bank_chunks as injected
 from services.analyst.mechanisms import LIBRARY, WORKFLOW, addressed_mechanisms
 from services.analyst.rules_backend import AnalysisInput, analyze, proposal_chunk
 from shared.contracts.chunks import ChunkContent, InjectedChunk, render_skill_block

@@ -9,7 +9,7 @@ from gate_service_support import client, content
 
 from services.evaluator import evaluate_cli
 from services.evaluator.evaluate_cli import evaluation_conditions
-from services.evaluator.service import read_records
+from services.evaluator.gate_job import read_records
 from shared.runtime.shopsim.env import ShopEnv
 
 N_TASKS = 20  # the whole test split of the test world

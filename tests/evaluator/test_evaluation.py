@@ -19,9 +19,9 @@ from services.evaluator.evaluation import (
     task_table,
     write_plan,
 )
+from services.evaluator.gate_job import RecordLog
 from services.evaluator.pairing import IdentityMismatch, PairingError, RolloutIdentity
 from services.evaluator.rollouts import SimulatedRolloutRunner
-from services.evaluator.service import RecordLog
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 from shared.contracts.chunks import ChunkContent, InjectedChunk
 from shared.runtime.paired_bootstrap import ALL_ZERO_NOTE

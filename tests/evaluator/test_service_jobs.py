@@ -17,8 +17,8 @@ from gate_service_support import make_app as make_service_app
 from registry_server import TOKENS
 
 from services.evaluator import cli
+from services.evaluator.gate_job import RECORDS_FILE, read_records
 from services.evaluator.pairing import bare_plan_fingerprint, records_fingerprint
-from services.evaluator.service import RECORDS_FILE, read_records
 from shared.contracts.evaluator_api.schemas import DESIGN_NOT_IDENTIFIED
 from shared.contracts.registry_api.schemas import GateStatus
 

@@ -111,7 +111,7 @@ TARGETS: dict[str, Target] = {
         ("tests/evaluator/test_gate_design.py", "tests/evaluator/test_gate_conformance.py"),
     ),
     "analyst-cards": Target(
-        ("services/analyst/cards.py", "services/analyst/live.py"),
+        ("services/analyst/cards.py", "services/analyst/counterfactual_trials.py"),
         (
             "tests/analyst/test_rules_backend.py",
             "tests/analyst/test_counterfactual.py",

@@ -13,7 +13,7 @@ import pytest
 from services.trainer.ablations import admitted_entries, unmasked
 from services.trainer.config import ConfigError, GateConfig, TrainerConfig
 from services.trainer.treatments import CurriculumChunk, CurriculumState, sample_treatment
-from services.trainer.validation import confirmation_task_ids, gate_a_task_ids, gate_task_ids
+from services.trainer.validation_tasks import confirmation_task_ids, gate_a_task_ids, gate_task_ids
 
 VAL = [f"val-{i:04d}" for i in range(100)]
 

@@ -9,9 +9,9 @@ import pytest
 
 from services.trainer.bank_resolution import curriculum_from_bank
 from services.trainer.config import TrainerConfig
+from services.trainer.rollout_step import TaskOrder, rollout_step
 from services.trainer.rollouts import SimulatedRollouts
 from services.trainer.run_context import RunError
-from services.trainer.step import TaskOrder, rollout_step
 from services.trainer.treatments import CurriculumChunk, CurriculumState, InconsistentGroup
 from shared.contracts.chunks import ChunkContent, InjectedChunk
 from shared.contracts.registry_api.schemas import BankEntryPublic, BankPublic
