@@ -185,10 +185,10 @@ def cold_start(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Gate A in this process: bare + masked rollouts over the drafts, fit, S_0, `current`."""
-    from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.gate_job import gate_job, plan_gate_a_job
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.settings import EvaluatorSettings
+    from services.evaluator.task_selection import TaskSelectionError, select_tasks_from
     from shared.contracts.evaluator_api.schemas import GateAJobCreate
     from shared.contracts.registry_api.client import RegistryError
     from shared.kit.service_jobs import LocalContext

@@ -139,10 +139,10 @@ def run(
     ] = "base/bare",
 ) -> None:
     """Run the four conditions and the A/A copy on the test split in this process, then report."""
-    from services.evaluator.app import TaskSelectionError, select_tasks_from
     from services.evaluator.evaluation import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.settings import EvaluatorSettings
+    from services.evaluator.task_selection import TaskSelectionError, select_tasks_from
     from shared.contracts.evaluator_api.schemas import EvalJobCreate
     from shared.kit.service_jobs import LocalContext
 

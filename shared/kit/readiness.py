@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Sized
 from pathlib import Path
 
 import httpx
+from fastapi import Response
 from pydantic import SecretStr
+
+from shared.contracts.readiness import Readiness
 
 READY_TIMEOUT_S = 2.0  # a readiness probe must answer fast; the registry's own is one query
 READY_RETRY_AFTER_S = 5
@@ -62,3 +66,18 @@ def folder_writable(folder: Path) -> str:
     except OSError as error:
         return f"{folder} not writable: {error.strerror or error}"
     return "ok"
+
+
+def tokens_admitted(tokens: Sized, setting: str) -> str:
+    """ "ok" when the service admits some token; else it would refuse every caller."""
+    return "ok" if len(tokens) else f"{setting} admits no token"
+
+
+def readiness_answer(checks: dict[str, str], response: Response) -> Readiness:
+    """The one `/readyz` body of the evaluator and the analyst: 503 + Retry-After unless every
+    check is "ok"."""
+    ready = all(result == "ok" for result in checks.values())
+    if not ready:
+        response.status_code = 503
+        response.headers["Retry-After"] = str(READY_RETRY_AFTER_S)
+    return Readiness(ready=ready, checks=checks)

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from services.analyst import app as analyst_app
-from services.evaluator import app as evaluator_app
+from services.evaluator import deps as evaluator_deps
 from tests.deploy.test_k8s import TREES, containers, of_kind, pod_labels
 from tests.deploy.test_monitoring import matches
 
@@ -157,7 +157,7 @@ def test_dev_tokens_have_the_roles_the_routes_admit(trees) -> None:
         ref = source(env_of(docs, workload)[variable])["secretKeyRef"]
         return role_at(service, secrets[ref["name"]][ref["key"]])
 
-    gate, gate_a = evaluator_app.SUBMITTERS["gate"], evaluator_app.SUBMITTERS["gate-a"]
+    gate, gate_a = evaluator_deps.SUBMITTERS["gate"], evaluator_deps.SUBMITTERS["gate-a"]
     assert role("trainer", "TRAINER_EVALUATOR_TOKEN", "evaluator") == gate.value
     assert role("analyst", "ANALYST_EVALUATOR_TOKEN", "evaluator") == gate_a.value
     compile_roles = analyst_app.TRAINER.dependency.roles  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from gate_service_support import client, make_app, service_client, wait
 from registry_server import GRANTS, TOKENS
 from test_service_gate_a import TASKS, body, drafts  # noqa: F401  (drafts: a fixture)
 
-from services.evaluator import cli, service
+from services.evaluator import cli, gate_job
 from services.evaluator.app import create_app
 from services.evaluator.decision import decide, json_safe
 from services.evaluator.design import online_design
@@ -90,7 +90,7 @@ def test_a_run_whose_recording_fails_is_closed_as_failed(
         opened["run"] = run.id
         raise RuntimeError("recording broke")
 
-    monkeypatch.setattr(service, "record_gate", failing_record_gate)
+    monkeypatch.setattr(gate_job, "record_gate", failing_record_gate)
     app = _harmful_app(registry_url, tmp_path, drafts)
     with service_client(app) as http:
         answer = http.post("/v1/gate-a-jobs", json=_two_drafts(drafts, n_tasks=100))

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from shared.contracts.jobs import JobPublic as JobPublic  # re-exported: the job document
+from shared.contracts.readiness import Readiness as Readiness  # re-exported: the /readyz body
 from shared.contracts.registry_api.schemas import Name, StrictBool, StrictInt, Treatment
 
 Slug = Annotated[
@@ -268,6 +269,3 @@ class ColdStartResult(BaseModel):
     s0_size: int | None = Field(None, description="chunks Gate A kept (0: it kept none)")
 
 
-class Readiness(BaseModel):
-    ready: bool
-    checks: dict[str, str] = Field(default_factory=dict)
