@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from services.analyst.app import _compiler
 from services.analyst.compiler import compile_round, signature
+from services.analyst.deps import compiler_named
 from services.analyst.llm_compiler import LLMCompiler
 from services.analyst.mechanisms import LIBRARY, WORKFLOW
 from services.analyst.settings import AnalystSettings
@@ -158,10 +158,10 @@ def test_its_candidates_go_through_the_same_fingerprint_dedupe():
 
 def test_the_backend_is_chosen_by_the_compile_request():
     assert CompileRoundCreate.model_fields["compiler_backend"].default == "deterministic"
-    assert _compiler("deterministic", AnalystSettings()) is compile_round
+    assert compiler_named("deterministic", AnalystSettings()) is compile_round
     settings = AnalystSettings(llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
-    chosen = _compiler("llm", settings)
+    chosen = compiler_named("llm", settings)
     assert isinstance(chosen.__self__, LLMCompiler)
     assert chosen.__self__.repairs == settings.llm_compiler_repairs
     with pytest.raises(LookupError):
-        _compiler("llm", AnalystSettings(llm_base_url=None, llm_model=None))
+        compiler_named("llm", AnalystSettings(llm_base_url=None, llm_model=None))

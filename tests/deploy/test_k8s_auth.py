@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from services.analyst import app as analyst_app
+from services.analyst import deps as analyst_deps
 from services.evaluator import deps as evaluator_deps
 from tests.deploy.test_k8s import TREES, containers, of_kind, pod_labels
 from tests.deploy.test_monitoring import matches
@@ -160,7 +160,7 @@ def test_dev_tokens_have_the_roles_the_routes_admit(trees) -> None:
     gate, gate_a = evaluator_deps.SUBMITTERS["gate"], evaluator_deps.SUBMITTERS["gate-a"]
     assert role("trainer", "TRAINER_EVALUATOR_TOKEN", "evaluator") == gate.value
     assert role("analyst", "ANALYST_EVALUATOR_TOKEN", "evaluator") == gate_a.value
-    compile_roles = analyst_app.TRAINER.dependency.roles  # type: ignore[attr-defined]
+    compile_roles = analyst_deps.TRAINER.dependency.roles  # type: ignore[attr-defined]
     assert [role("trainer", "TRAINER_ANALYST_TOKEN", "analyst")] == compile_roles
     operator = secrets["operator-token"]["OPERATOR_TOKEN"]
     assert {role_at(service, operator) for service in GRANT_KEYS} == {"operator"}
