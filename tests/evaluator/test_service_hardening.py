@@ -134,9 +134,11 @@ def registry_open_runs(registry_url: str, checkpoint_id: str) -> list:
 
 
 def test_3_probes_answer_at_once_while_every_pool_thread_waits_on_a_frozen_registry(tmp_path):
-    """60 refits and gate POSTs wait on a registry that never answers (above the 40-thread
-    pool): /healthz answers within a second, /readyz says not ready within its 2 s budget,
-    and each waiting request ends in a 503 with Retry-After within seconds, not ~50 s."""
+    """120 refits and gate POSTs wait on a registry that never answers (three times the
+    40-thread pool, so a probe that needed a pool thread would queue behind two waves of
+    ~3 s registry timeouts): /healthz answers within a second, /readyz says not ready within
+    its 2 s budget, and each waiting request ends in a 503 with Retry-After within seconds,
+    not ~50 s."""
     from concurrent.futures import ThreadPoolExecutor
 
     frozen = FrozenRegistry()
@@ -149,8 +151,8 @@ def test_3_probes_answer_at_once_while_every_pool_thread_waits_on_a_frozen_regis
                                     headers=bearer("trainer"), timeout=120)  # fmt: skip
                 return answer, time.monotonic() - started
 
-            with ThreadPoolExecutor(60) as pool:
-                waiting = [pool.submit(refit, n) for n in range(60)]
+            with ThreadPoolExecutor(120) as pool:
+                waiting = [pool.submit(refit, n) for n in range(120)]
                 time.sleep(1.0)  # every pool thread now waits on the registry
                 started = time.monotonic()
                 alive = httpx.get(f"{url}/healthz", timeout=60)
@@ -272,6 +274,34 @@ def test_9_what_a_job_needs_is_checked_at_submit(evaluator, registry_url, drafts
         assert reuse.status_code == 422, reuse.text
         answers[earlier] = reuse.json()["detail"][0]["msg"].replace(earlier, "ID")
     assert len(set(answers.values())) == 1, answers
+
+
+def test_9_bare_rollouts_come_only_from_a_gate_job_of_the_same_kind_that_has_them(
+    registry_url, drafts, tmp_path
+):
+    """Two earlier jobs as a restart finds them in the jobs folder: a gate job whose rollouts
+    are gone (no records file: it never wrote one, or its folder was pruned) and a finished
+    Gate A job with its records. A trainer's gate naming either is a 422 about
+    `bare_from_job` at submit: not a 202 that fails when the job reads the records (item 9),
+    nor one that reuses Gate A's rollouts, which are the analyst's (item 11)."""
+    earlier = {"gate-0000000000a1": ("gate", False), "gate-a-0000000000a2": ("gate-a", True)}
+    for job_id, (kind, has_records) in earlier.items():
+        folder = tmp_path / "jobs" / job_id
+        folder.mkdir(parents=True)
+        job = {"id": job_id, "kind": kind, "status": "succeeded",
+               "request": {"checkpoint_id": drafts["checkpoint_id"]}}  # fmt: skip
+        (folder / "job.json").write_text(json.dumps(job))
+        if has_records:
+            (folder / "records.jsonl").write_text("")
+    answers = {}
+    with evaluator_serving(registry_url, tmp_path) as url:
+        for job_id in earlier:
+            body = {"round": 0, "checkpoint_id": drafts["checkpoint_id"], "bare_from_job": job_id}
+            answers[job_id] = httpx.post(f"{url}/v1/gate-jobs", json=body,
+                                         headers=bearer("trainer"), timeout=120)  # fmt: skip
+    for job_id, answer in answers.items():
+        assert answer.status_code == 422, (job_id, answer.text)
+        assert answer.json()["detail"][0]["loc"] == ["body", "bare_from_job"], answer.text
 
 
 def test_10_one_roles_burst_is_bounded_and_does_not_starve_another_role(registry_url, tmp_path):
