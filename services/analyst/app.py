@@ -25,7 +25,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi import Path as FastPath
 
 from services.analyst.settings import AnalystSettings
-from services.analyst.store import GroupConflict, GroupStore
+from services.analyst.store import GroupConflict, GroupQuotaFull, GroupStore
 from shared.contracts.analyst_api.schemas import (
     AllWrongGroupPublic,
     AllWrongGroupSubmit,
@@ -98,7 +98,9 @@ def create_app(
             max_queued=settings.max_queued, retry_after_s=settings.queue_retry_after_s,
             name="analyst", metrics=app.state.metrics,
         )  # fmt: skip
-        app.state.groups = GroupStore(settings.data_dir)
+        app.state.groups = GroupStore(
+            settings.data_dir, max_per_caller=settings.max_groups_per_caller
+        )
         yield
         app.state.jobs.shutdown()
 
@@ -159,16 +161,23 @@ def create_app(
         "/v1/all-wrong-groups",
         status_code=201,
         response_model=AllWrongGroupPublic,
-        dependencies=[TRAINER],
+        responses={409: {}, 429: {}},
     )
     def submit_group(
-        body: AllWrongGroupSubmit, request: Request, response: Response
+        body: AllWrongGroupSubmit,
+        request: Request,
+        response: Response,
+        caller: Annotated[Principal, TRAINER],
     ) -> AllWrongGroupPublic:
-        """Record an all-wrong group (idempotent on run, round, step and group index)."""
+        """Record an all-wrong group (idempotent on run, round, step and group index). A caller
+        writes at most ANALYST_MAX_GROUPS_PER_CALLER groups (429 past it: waiting frees
+        nothing, so no Retry-After); a replay is not a write."""
         try:
-            record = groups(request).submit(body, now())
+            record = groups(request).submit(body, now(), caller.name)
         except GroupConflict as error:
             raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
+        except GroupQuotaFull as error:
+            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(error)) from None
         if record.replayed:
             response.status_code = status.HTTP_200_OK
         response.headers["Location"] = f"/v1/all-wrong-groups/{record.id}"
