@@ -134,11 +134,9 @@ def registry_open_runs(registry_url: str, checkpoint_id: str) -> list:
 
 
 def test_3_probes_answer_at_once_while_every_pool_thread_waits_on_a_frozen_registry(tmp_path):
-    """120 refits and gate POSTs wait on a registry that never answers (three times the
-    40-thread pool, so a probe that needed a pool thread would queue behind two waves of
-    ~3 s registry timeouts): /healthz answers within a second, /readyz says not ready within
-    its 2 s budget, and each waiting request ends in a 503 with Retry-After within seconds,
-    not ~50 s."""
+    """60 refits and gate POSTs wait on a registry that never answers (above the 40-thread
+    pool): /healthz answers within a second, /readyz says not ready within its 2 s budget,
+    and each waiting request ends in a 503 with Retry-After within seconds, not ~50 s."""
     from concurrent.futures import ThreadPoolExecutor
 
     frozen = FrozenRegistry()
@@ -151,8 +149,8 @@ def test_3_probes_answer_at_once_while_every_pool_thread_waits_on_a_frozen_regis
                                     headers=bearer("trainer"), timeout=120)  # fmt: skip
                 return answer, time.monotonic() - started
 
-            with ThreadPoolExecutor(120) as pool:
-                waiting = [pool.submit(refit, n) for n in range(120)]
+            with ThreadPoolExecutor(60) as pool:
+                waiting = [pool.submit(refit, n) for n in range(60)]
                 time.sleep(1.0)  # every pool thread now waits on the registry
                 started = time.monotonic()
                 alive = httpx.get(f"{url}/healthz", timeout=60)
