@@ -55,7 +55,9 @@ def create_app(
             max_queued=settings.max_queued, retry_after_s=settings.queue_retry_after_s,
             name="analyst", metrics=app.state.metrics,
         )  # fmt: skip
-        app.state.groups = GroupStore(settings.data_dir)
+        app.state.groups = GroupStore(
+            settings.data_dir, max_per_caller=settings.max_groups_per_caller
+        )
         yield
         app.state.jobs.shutdown()
 

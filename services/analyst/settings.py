@@ -34,6 +34,13 @@ class AnalystSettings(BaseSettings):
         16, ge=1, le=10_000, description="jobs one submitter role may have waiting (429 above)"
     )
     queue_retry_after_s: int = Field(30, ge=1, le=3600, description="what a 429 says to wait")
+    max_groups_per_caller: int = Field(
+        100_000,
+        ge=1,
+        le=10_000_000,
+        description="all-wrong groups one caller (a trainer's token) may write; past it a new "
+        "group is a 429 (a group is at most ~70 kB: the cap bounds what one trainer puts on disk)",
+    )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
     max_body_bytes: int = Field(
         1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"

@@ -6,12 +6,17 @@ group finds its stored twin: the same body is a replay, a different body a confl
 Listings read an index held in memory (each group's run, round, step, index and status; built
 once at start), then parse only the page asked for. A funnel file is named by a hash of its
 (run, round), never by text a request sent: a lookup can name no other file.
+
+Each group file also names the caller that wrote it (beside the public record, never shown),
+so that one trainer's writes are capped (`max_per_caller` new groups; a replay is not a write):
+a runaway or hostile trainer fills its own quota, not the analyst's disk.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,6 +32,13 @@ class GroupConflict(ValueError):
     """The key is taken by a group with another body."""
 
 
+class GroupQuotaFull(RuntimeError):
+    """The caller has written `max_per_caller` groups already (answered 429)."""
+
+
+CALLER = "submitted_by"  # the writer's principal, kept in the file beside the public record
+
+
 class Indexed(NamedTuple):
     """What a listing filters and sorts on, per group."""
 
@@ -35,24 +47,33 @@ class Indexed(NamedTuple):
     step: int
     group_index: int
     status: str
+    caller: str | None
 
     @classmethod
-    def of(cls, record: AllWrongGroupPublic) -> Indexed:
+    def of(cls, record: AllWrongGroupPublic, caller: str | None) -> Indexed:
         request = record.request
-        return cls(request.run_id, request.round, request.step, request.group_index, record.status)
+        return cls(
+            request.run_id, request.round, request.step, request.group_index, record.status, caller
+        )
+
+
+def _read(path: Path) -> tuple[AllWrongGroupPublic, str | None]:
+    """A stored group and the caller that wrote it (None for a file from before the cap)."""
+    document = json.loads(path.read_bytes())
+    caller = document.pop(CALLER, None)
+    return AllWrongGroupPublic.model_validate(document), caller
 
 
 class GroupStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, max_per_caller: int | None = None) -> None:
+        self.max_per_caller = max_per_caller
         self.folder = Path(root) / "groups"
         self.funnels = Path(root) / "funnels"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.funnels.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._index = {
-            path.stem: Indexed.of(AllWrongGroupPublic.model_validate_json(path.read_bytes()))
-            for path in self.folder.glob("*.json")
-        }
+        self._index = {path.stem: Indexed.of(*_read(path)) for path in self.folder.glob("*.json")}
+        self._written = Counter(entry.caller for entry in self._index.values())
 
     @staticmethod
     def group_id(group: AllWrongGroupSubmit) -> str:
@@ -61,8 +82,11 @@ class GroupStore:
     def _path(self, group_id: str) -> Path:
         return self.folder / f"{group_id}.json"
 
-    def submit(self, group: AllWrongGroupSubmit, created_at: str) -> AllWrongGroupPublic:
-        """Store a group, or return the stored one (replayed) when the same body comes again."""
+    def submit(
+        self, group: AllWrongGroupSubmit, created_at: str, caller: str | None = None
+    ) -> AllWrongGroupPublic:
+        """Store a group, or return the stored one (replayed) when the same body comes again;
+        GroupQuotaFull when `caller` has written its `max_per_caller` groups."""
         group_id = self.group_id(group)
         with self._lock:
             stored = self.get(group_id)
@@ -72,23 +96,32 @@ class GroupStore:
                         f"group {group.key()} was submitted before with another body"
                     )
                 return stored.model_copy(update={"replayed": True})
+            if self.max_per_caller is not None and self._written[caller] >= self.max_per_caller:
+                raise GroupQuotaFull(
+                    f"{caller!r} has written {self.max_per_caller} groups, the most one caller "
+                    "may (ANALYST_MAX_GROUPS_PER_CALLER)"
+                )
             record = AllWrongGroupPublic(
                 id=group_id, request=group, status="pending", created_at=created_at
             )
-            self._save(record)
+            self._save(record, caller)
+            self._written[caller] += 1
             return record
 
-    def _save(self, record: AllWrongGroupPublic) -> None:
+    def _save(self, record: AllWrongGroupPublic, caller: str | None) -> None:
+        document = record.model_dump(mode="json", exclude={"replayed"})
+        if caller is not None:
+            document[CALLER] = caller
         temporary = self._path(record.id).with_suffix(".tmp")
-        temporary.write_text(record.model_dump_json(exclude={"replayed"}), encoding="utf-8")
+        temporary.write_text(json.dumps(document), encoding="utf-8")
         temporary.replace(self._path(record.id))
-        self._index[record.id] = Indexed.of(record)
+        self._index[record.id] = Indexed.of(record, caller)
 
     def get(self, group_id: str) -> AllWrongGroupPublic | None:
         path = self._path(group_id)
         if not path.exists():
             return None
-        return AllWrongGroupPublic.model_validate_json(path.read_text(encoding="utf-8"))
+        return _read(path)[0]
 
     def update(self, group_id: str, **changes: Any) -> AllWrongGroupPublic:
         with self._lock:
@@ -96,7 +129,7 @@ class GroupStore:
             if record is None:
                 raise KeyError(group_id)
             record = record.model_copy(update=changes)
-            self._save(record)
+            self._save(record, self._index[group_id].caller)
             return record
 
     def list(

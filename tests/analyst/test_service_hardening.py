@@ -265,6 +265,36 @@ def test_10_one_roles_burst_is_bounded_with_429_and_retry_after(analyst, referen
     assert group.status_code in (200, 201)
 
 
+def test_10_one_trainer_writes_at_most_its_cap_of_groups_even_across_a_restart(
+    registry_url, tmp_path
+):
+    """With ANALYST_MAX_GROUPS_PER_CALLER=3 a trainer's fourth new group is a 429 naming the
+    setting, before and after a restart (the count is kept with the groups); a replay of a
+    stored group still answers 200, and another trainer's token has a cap of its own."""
+    capped = {"ANALYST_MAX_GROUPS_PER_CALLER": "3"}
+    trainer, other = bearer("trainer"), bearer("trainer", second=True)
+
+    def post(url: str, index: int, headers: dict) -> httpx.Response:
+        return httpx.post(f"{url}/v1/all-wrong-groups", json=group_body(index, run_id="run-cap"),
+                          headers=headers, timeout=60)  # fmt: skip
+
+    with analyst_serving(registry_url, tmp_path, capped) as url:
+        written = [post(url, index, trainer).status_code for index in range(3)]
+        over = post(url, 3, trainer)
+        replay = post(url, 0, trainer)
+        others = post(url, 3, other)
+    with analyst_serving(registry_url, tmp_path, capped) as url:
+        after_restart = post(url, 4, trainer)
+        listing = httpx.get(f"{url}/v1/all-wrong-groups", params={"run_id": "run-cap"},
+                            headers=bearer("reader"), timeout=60)  # fmt: skip
+    assert written == [201, 201, 201]
+    assert over.status_code == 429 and "ANALYST_MAX_GROUPS_PER_CALLER" in over.text, over.text
+    assert replay.status_code == 200, replay.text
+    assert others.status_code == 201, others.text
+    assert after_restart.status_code == 429, after_restart.text
+    assert listing.headers["x-total-count"] == "4"
+
+
 def test_11_readyz_asks_the_registry_whether_it_accepts_the_services_token(registry_url, tmp_path):
     wrong = {"ANALYST_REGISTRY_TOKEN": "not-a-registry-token"}
     with analyst_serving(registry_url, tmp_path, wrong) as url:
@@ -287,3 +317,35 @@ def test_11_flags_and_numbers_are_strict(analyst, references):
     group = httpx.post(f"{analyst}/v1/all-wrong-groups", headers=bearer("trainer"),
                        json=group_body(0, round=True), timeout=60)  # fmt: skip
     assert group.status_code == 422, group.text
+
+
+def test_11_a_group_names_its_retry_trace_inside_the_data_folder_not_by_a_server_path(
+    analyst, references, registry_url
+):
+    """A compile retries the group and records where the retry's trace lies; a reader gets that
+    place relative to the analyst's data folder (`jobs/<job>/traces/<episode>.json`), in the
+    listing and the single read alike, never `file:///<a path on the server>`."""
+    round_ = 20_000 + uuid.uuid4().int % 10**6  # a round of its own: no other test's cards
+    with RegistryClient(registry_url, TOKENS["evaluator"]) as evaluator:
+        bank = evaluator.create_bank([], round=round_)
+        evaluator.freeze_bank(bank.id)
+        bank = evaluator.get_bank(bank.id)
+    run_id = f"trace-{references['tag']}"
+    group = group_body(0, run_id=run_id, round=round_, task_id="task-000001", bank_id=bank.id,
+                       bank_hash=bank.content_hash,
+                       treatment={"mode": "assisted_empty", "inclusion": []})  # fmt: skip
+    stored = httpx.post(f"{analyst}/v1/all-wrong-groups", json=group, headers=bearer("trainer"),
+                        timeout=60)  # fmt: skip
+    assert stored.status_code == 201, stored.text
+    job = httpx.post(f"{analyst}/v1/compile-jobs", headers=bearer("trainer"), timeout=120,
+                     json=compile_body(references, run_id=run_id, round=round_,
+                                       bank_id=bank.id))  # fmt: skip
+    assert job.status_code == 202, job.text
+    done = wait_for(analyst, job.json()["id"])
+    assert done["status"] == "succeeded", done["error"]
+    read = functools.partial(httpx.get, headers=bearer("reader"), timeout=60)
+    listed = read(f"{analyst}/v1/all-wrong-groups", params={"run_id": run_id}).json()
+    single = read(f"{analyst}/v1/all-wrong-groups/{stored.json()['id']}").json()
+    uri = listed[0]["retry_trace_uri"]
+    assert uri == single["retry_trace_uri"]
+    assert uri.startswith(f"jobs/{done['id']}/traces/") and uri.endswith(".json"), uri

@@ -274,6 +274,35 @@ def test_9_what_a_job_needs_is_checked_at_submit(evaluator, registry_url, drafts
     assert len(set(answers.values())) == 1, answers
 
 
+def test_9_bare_rollouts_come_only_from_a_gate_job_of_the_same_kind_that_has_them(
+    registry_url, drafts, tmp_path
+):
+    """Two earlier jobs as a restart finds them in the jobs folder: a gate job whose rollouts
+    are gone (no records file: it never wrote one, or its folder was pruned) and a finished
+    Gate A job with its records. A trainer's gate naming either is a 422 about
+    `bare_from_job` at submit: not a 202 that fails when the job reads the records (item 9),
+    nor one that reuses Gate A's rollouts, which are the analyst's (item 11)."""
+    earlier = {"gate-0000000000a1": ("gate", False), "gate-a-0000000000a2": ("gate-a", True)}
+    for job_id, (kind, has_records) in earlier.items():
+        folder = tmp_path / "jobs" / job_id
+        folder.mkdir(parents=True)
+        job = {"id": job_id, "kind": kind, "status": "succeeded",
+               "request": {"checkpoint_id": drafts["checkpoint_id"]}}  # fmt: skip
+        (folder / "job.json").write_text(json.dumps(job))
+        if has_records:
+            (folder / "records.jsonl").write_text("")
+    answers = {}
+    with evaluator_serving(registry_url, tmp_path) as url:
+        for job_id in earlier:
+            body = {"round": 0, "checkpoint_id": drafts["checkpoint_id"], "bare_from_job": job_id}
+            answers[job_id] = httpx.post(f"{url}/v1/gate-jobs", json=body,
+                                         headers=bearer("trainer"), timeout=120)  # fmt: skip
+    for job_id, answer in answers.items():
+        detail = answer.json()["detail"]  # a list naming the field, not a registry's refusal
+        assert answer.status_code == 422 and isinstance(detail, list), (job_id, answer.text)
+        assert detail[0]["loc"] == ["body", "bare_from_job"], answer.text
+
+
 def test_10_one_roles_burst_is_bounded_and_does_not_starve_another_role(registry_url, tmp_path):
     """The analyst's Gate A jobs queue up to 16 (the shipped max_queued), then 429 with
     Retry-After; an operator's evaluation submitted behind them starts after at most one

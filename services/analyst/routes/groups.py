@@ -9,13 +9,14 @@ from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi import Path as FastPath
 
 from services.analyst.deps import READERS, SLUG, TRAINER, Context, Groups, shown_path
-from services.analyst.store import GroupConflict
+from services.analyst.store import GroupConflict, GroupQuotaFull
 from shared.contracts.analyst_api.schemas import (
     AllWrongGroupPublic,
     AllWrongGroupSubmit,
     FunnelCounts,
     GroupStatus,
 )
+from shared.kit.auth import Principal
 from shared.kit.service_jobs import now
 
 router = APIRouter()
@@ -36,16 +37,24 @@ def shown(record: AllWrongGroupPublic, context: Context) -> AllWrongGroupPublic:
     "/v1/all-wrong-groups",
     status_code=201,
     response_model=AllWrongGroupPublic,
-    dependencies=[TRAINER],
+    responses={409: {}, 429: {}},
 )
 def submit_group(
-    body: AllWrongGroupSubmit, groups: Groups, context: Context, response: Response
+    body: AllWrongGroupSubmit,
+    groups: Groups,
+    context: Context,
+    response: Response,
+    caller: Annotated[Principal, TRAINER],
 ) -> AllWrongGroupPublic:
-    """Record an all-wrong group (idempotent on run, round, step and group index)."""
+    """Record an all-wrong group (idempotent on run, round, step and group index). A caller
+    writes at most ANALYST_MAX_GROUPS_PER_CALLER groups (429 past it: waiting frees nothing,
+    so no Retry-After); a replay is not a write."""
     try:
-        record = groups.submit(body, now())
+        record = groups.submit(body, now(), caller.name)
     except GroupConflict as error:
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(error)) from None
+    except GroupQuotaFull as error:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail=str(error)) from None
     if record.replayed:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/all-wrong-groups/{record.id}"
