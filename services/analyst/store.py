@@ -26,6 +26,7 @@ from shared.contracts.analyst_api.schemas import (
     FunnelCounts,
 )
 from shared.contracts.hashing import content_hash
+from shared.kit.files import write_json_atomic
 
 
 class GroupConflict(ValueError):
@@ -112,9 +113,7 @@ class GroupStore:
         document = record.model_dump(mode="json", exclude={"replayed"})
         if caller is not None:
             document[CALLER] = caller
-        temporary = self._path(record.id).with_suffix(".tmp")
-        temporary.write_text(json.dumps(document), encoding="utf-8")
-        temporary.replace(self._path(record.id))
+        write_json_atomic(self._path(record.id), document, indent=None)
         self._index[record.id] = Indexed.of(record, caller)
 
     def get(self, group_id: str) -> AllWrongGroupPublic | None:

@@ -31,12 +31,13 @@ bf16 parameters (`Policy` refuses to build one).
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from torch.distributed import DistStoreError
+
+from services.trainer.environment import TrainerEnvironment
 
 MASTER_DTYPE = "float32"
 FOLLOWER_POLL_S = 60.0  # how often a waiting follower re-arms its wait on the store
@@ -134,7 +135,7 @@ def main_process_writes(write: Callable[[], None], what: str) -> None:
 def fsdp_launch() -> bool:
     """Whether the launcher asked for FSDP (`accelerate launch` with an FSDP config sets this;
     read before any model is prepared)."""
-    return os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    return TrainerEnvironment().accelerate_use_fsdp
 
 
 def launch_problem(

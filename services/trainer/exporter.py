@@ -12,13 +12,14 @@ services, and a pushgateway would keep the last figures of a dead run looking al
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+
+from services.trainer.environment import TrainerEnvironment
 
 PHASES = ("train", "compile", "gate")
 
@@ -116,7 +117,7 @@ class RunFolderCollector:
 def serve_run_metrics(folder: Path, port: int, host: str = "0.0.0.0") -> bool:
     """Serve the run folder's figures on `port`; only the main process does (torchrun and
     accelerate set RANK on every rank; the others would fight for the port). Whether served."""
-    if os.environ.get("RANK", "0") != "0":
+    if not TrainerEnvironment().main_process:
         return False
     registry = CollectorRegistry()
     registry.register(RunFolderCollector(Path(folder)))

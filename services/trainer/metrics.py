@@ -17,6 +17,7 @@ from typing import Any
 from services.trainer.rollout_step import StepOutcome
 from services.trainer.treatments import CurriculumState
 from services.trainer.update import UpdateStats
+from shared.kit.files import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +135,7 @@ class MetricsLog:
     def rewind(self, keep: int) -> None:
         """Drop every line after the first `keep` (steps redone after a resume)."""
         kept = self.lines()[:keep]
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text("".join(json.dumps(line) + "\n" for line in kept))
-        temporary.replace(self.path)
+        write_atomic(self.path, "".join(json.dumps(line) + "\n" for line in kept))
 
     def append(self, line: dict[str, Any]) -> None:
         with self.path.open("a") as handle:

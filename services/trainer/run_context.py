@@ -19,6 +19,7 @@ from rich.console import Console
 
 from services.trainer.config import TrainerConfig
 from shared.contracts.hashing import content_hash
+from shared.kit.files import write_json_atomic
 
 STATE_FILE, RUN_FILE, METRICS_FILE = "state.json", "run.json", "metrics.jsonl"
 # state.json's schema: 1 is the unversioned file written before `RunState` (the same fields,
@@ -47,11 +48,7 @@ def run_id_for(out: Path) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(json.dumps(data, indent=1))
-    with temporary.open() as handle:
-        os.fsync(handle.fileno())
-    temporary.replace(path)
+    write_json_atomic(path, data)
 
 
 def read_json(path: Path) -> Any:

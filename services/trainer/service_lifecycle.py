@@ -3,12 +3,12 @@ the HTTP clients the phases use. Tokens come from the environment (see `ENV_TOKE
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from services.trainer.config import TrainerConfig
+from services.trainer.environment import TrainerEnvironment
 from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import wait_until_ready
@@ -77,7 +77,7 @@ def start_services(
         evaluator=EvaluatorClient(evaluator, token=tokens["evaluator"], **retry),
         analyst=AnalystClient(analyst, token=tokens["analyst"], **retry),
         urls={"registry": registry, "evaluator": evaluator, "analyst": analyst},
-        operator_token=os.environ.get(ENV_TOKENS["operator"])
+        operator_token=TrainerEnvironment().token("operator")
         or (None if urls.registry else stack.tokens()["operator"]),
     )
 
@@ -91,7 +91,7 @@ def service_token(service: str, url: str | None, stack: LocalStack) -> str:
     RunError when there is none."""
     if url is None:
         return stack.tokens()["trainer"]
-    token = os.environ.get(ENV_TOKENS[service])
+    token = TrainerEnvironment().token(service)
     if not token:
         raise RunError(
             f"set {ENV_TOKENS[service]} (a token the {service} at {url} admits, trainer role)"

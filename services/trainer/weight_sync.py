@@ -33,7 +33,6 @@ full-sync endpoints stay guarded by the NetworkPolicy alone (`shared/runtime/vll
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +43,7 @@ from typing import Any, Literal
 
 import httpx
 
+from services.trainer.environment import TrainerEnvironment
 from shared.contracts.http_retry import send_with_retries
 from shared.runtime.vllm_weights import WeightLoadError, load_weights, served_version, server_client
 
@@ -232,7 +232,7 @@ def from_config(servers: Any) -> WeightSync | None:
         servers.urls,
         mode=servers.weight_sync,
         served_model=servers.served_model,
-        api_key=os.environ.get(API_KEY_ENV) or None,
+        api_key=TrainerEnvironment().vllm_api_key,
     )
 
 

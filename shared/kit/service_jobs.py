@@ -37,6 +37,7 @@ from pydantic import BaseModel
 # the job document is part of each service's contract; re-exported for the services' routes
 from shared.contracts.jobs import JobPublic as JobPublic
 from shared.contracts.jobs import JobStatus
+from shared.kit.files import write_json_atomic
 
 
 def now() -> str:
@@ -172,10 +173,7 @@ class JobStore:
             self._jobs[job.id] = job
 
     def _write(self, job: Job) -> None:
-        path = self.folder(job.id) / "job.json"
-        temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(asdict(job), indent=1), encoding="utf-8")
-        temporary.replace(path)
+        write_json_atomic(self.folder(job.id) / "job.json", asdict(job))
 
     def update(self, job_id: str, **changes: Any) -> Job:
         with self._lock:

@@ -9,9 +9,10 @@ short by Ctrl-C is simply run again.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from shared.kit.files import write_json_atomic
 
 STATE_FILE = "demo-state.json"
 
@@ -44,8 +45,4 @@ class DemoState:
         return self.data.get(key, default)
 
     def save(self) -> None:
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.data, indent=1))
-        with temporary.open() as handle:
-            os.fsync(handle.fileno())
-        temporary.replace(self.path)
+        write_json_atomic(self.path, self.data)
