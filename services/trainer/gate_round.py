@@ -160,7 +160,7 @@ def admit_without_gate(context: RunContext, state: RunState, record: RoundRecord
         bank = pin_bank(operator, state.bank_id, None)
         candidates = [operator.get_candidate(i) for i in record.candidate_ids]
         key = f"{context.run_id}:admit-all:{round_index}"
-        new = operator.create_bank(
+        new = operator.create_frozen_bank(
             admitted_entries(bank, candidates, context.config),
             q=bank.q,
             round=round_index + 1,
@@ -168,8 +168,6 @@ def admit_without_gate(context: RunContext, state: RunState, record: RoundRecord
             note=f"no-gate ablation: {len(candidates)} candidates admitted untested",
             idempotency_key=key,
         )
-        if operator.bank_summary(new.id).status.value == "draft":
-            operator.freeze_bank(new.id, idempotency_key=f"{key}:freeze")
         reason = f"no-gate ablation, round {round_index}"
         operator.point_alias(context.config.gate.alias, new.id, reason=reason)
     finally:

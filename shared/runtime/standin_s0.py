@@ -52,12 +52,11 @@ def seed_standin_s0(
         {"chunk_version_id": vid, "rho": rho[vid], "coefficient": coefficients[vid]}
         for vid in coefficients
     ]
-    bank = operator.create_bank(
+    bank = operator.create_frozen_bank(
         entries,
         q=q,
         note=f"stand-in S_0 seeded by {seeded_by} (no cold start ran)",
         idempotency_key=f"{key}:s0:bank",
     )
-    operator.freeze_bank(bank.id, idempotency_key=f"{key}:s0:freeze")
     operator.create_alias(alias, bank.id, reason=f"stand-in S_0 seeded by {seeded_by}")
     return bank.id

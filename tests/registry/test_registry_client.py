@@ -219,3 +219,15 @@ def test_unreachable_registry_raises_unavailable():
     client = RegistryClient(f"http://127.0.0.1:{free_port()}", "t", retries=1, backoff=0.01)
     with client, pytest.raises(Unavailable):
         client.list_banks()
+
+
+def test_a_frozen_bank_in_one_call_and_again_after_a_half_done_try(api, live_server):
+    """`create_frozen_bank` ends frozen, and a retry with the same key (after a crash between
+    create and freeze, or after both) ends with the same frozen bank, not a second one."""
+    with client_for(live_server, Role.evaluator) as evaluator:
+        bank = evaluator.create_frozen_bank([], q=0.2, idempotency_key="s0:empty")
+        assert evaluator.bank_summary(bank.id).status == "frozen"
+        assert evaluator.create_frozen_bank([], q=0.2, idempotency_key="s0:empty").id == bank.id
+        half = evaluator.create_bank([], q=0.3, idempotency_key="half")  # the crash: no freeze
+        again = evaluator.create_frozen_bank([], q=0.3, idempotency_key="half")
+        assert again.id == half.id and evaluator.bank_summary(half.id).status == "frozen"

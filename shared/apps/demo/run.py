@@ -318,13 +318,9 @@ class Demo:
             if result.get("gate_a_status") == "incomplete"
             else f"Gate A kept none of {drafts} drafts"
         )
-        bank = registry.create_bank(
-            [],
-            note=f"empty S_0: {why}",
-            idempotency_key=f"{self.run_id}:s0:empty",
+        bank = registry.create_frozen_bank(
+            [], note=f"empty S_0: {why}", idempotency_key=f"{self.run_id}:s0:empty"
         )
-        if registry.bank_summary(bank.id).status.value == "draft":
-            registry.freeze_bank(bank.id, idempotency_key=f"{self.run_id}:s0:empty:freeze")
         self.display.note("Gate A kept no draft: S_0 is the empty bank")
         return bank.id
 

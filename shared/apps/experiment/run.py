@@ -185,15 +185,10 @@ class Experiment(Demo):
             ]  # fmt: skip
             q = s0.q if spec.arm.q is None else spec.arm.q
             key = f"{self.run_id}:initial:{spec.arm.slug}"
-            bank = registry.create_bank(
-                entries,
-                q=q,
-                note=f"experiment arm {spec.arm.name}: initial bank",
+            bank_id = registry.create_frozen_bank(
+                entries, q=q, note=f"experiment arm {spec.arm.name}: initial bank",
                 idempotency_key=key,
-            )
-            if registry.bank_summary(bank.id).status.value == "draft":
-                registry.freeze_bank(bank.id, idempotency_key=f"{key}:freeze")
-            bank_id = bank.id
+            ).id  # fmt: skip
         if not (self.run_dir / "runs" / spec.name / "train" / "state.json").exists():
             # a started run's gates move its alias; only a fresh run points it at the start
             reason = f"experiment {self.run_id}: {spec.name}"

@@ -313,6 +313,20 @@ class RegistryClient(RetryingClient):
         body = BankUpdate(**changes).model_dump(mode="json", exclude_unset=True)
         return self._write("PATCH", f"/v1/banks/{bank_id}", BankPublic, body)
 
+    def create_frozen_bank(
+        self,
+        entries: Sequence[BankEntryIn | Mapping[str, Any]] = (),
+        *,
+        idempotency_key: str,
+        **fields: Any,
+    ) -> BankPublic:
+        """`create_bank` then `freeze_bank`, safe to repeat with the same key: a retry after
+        either step (the bank exists, frozen or still a draft) ends with the same frozen bank."""
+        bank = self.create_bank(entries, idempotency_key=idempotency_key, **fields)
+        if self.bank_summary(bank.id).status.value == "draft":
+            self.freeze_bank(bank.id, idempotency_key=f"{idempotency_key}:freeze")
+        return bank
+
     def freeze_bank(self, bank_id: int, *, idempotency_key: str | None = None) -> BankSummary:
         """Draft -> frozen (content-hashed)."""
         return self._write(
