@@ -230,6 +230,30 @@ def test_off_a_terminal_the_display_prints_each_phase_at_once_and_a_row_at_most_
     assert not any(re.match(r"\d\d:\d\d:\d\d (phase|rollout)", line) for line in lines(True))
 
 
+def warm_started(tmp_path):
+    """The tiny preset with its warm start on (the demo runs it as a child)."""
+    path = tmp_path / "warm.toml"
+    path.write_text(
+        TINY.read_text().replace("[warm_start]\nenabled = false", "[warm_start]\nenabled = true")
+    )
+    return path
+
+
+def test_a_preset_without_a_warm_start_starts_from_its_model_and_runs_no_child(tmp_path):
+    """The paper's base model already acts validly: its preset turns the warm start off, and
+    the demo (and the experiment, which runs the demo's phases) starts from the model itself."""
+    model = tmp_path / "base-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    preset = tmp_path / "paper-like.toml"
+    preset.write_text(f'model = "{model}"\n[warm_start]\nenabled = false\n')
+    demo = Demo.__new__(Demo)
+    demo.options = DemoOptions(policy="model", out=tmp_path, config=preset)
+    demo.run_dir = tmp_path
+    demo._child = lambda *_args, **_kw: pytest.fail("no warm start child for this preset")
+    assert demo._warm_start() == {"path": str(model), "checkpoint_id": "none (disabled)"}
+
+
 def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_path):
     """An experiment plan may skip the warm start's own before/after evaluation; left unset,
     the config's `[warm_start] eval_tasks` applies (no flag on the child's command line)."""
@@ -242,7 +266,10 @@ def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_p
     for chosen in (None, 0):
         demo = Demo.__new__(Demo)
         demo.options = DemoOptions(
-            policy="model", out=tmp_path, config=TINY, warm_start_eval_tasks=chosen
+            policy="model",
+            out=tmp_path,
+            config=warm_started(tmp_path),
+            warm_start_eval_tasks=chosen,
         )
         demo.run_dir, demo._child = tmp_path, child
         demo._warm_start()
@@ -262,8 +289,9 @@ def test_the_warm_start_hint_share_reaches_the_child_only_when_chosen(tmp_path):
     for chosen in (None, 0.5):
         demo = Demo.__new__(Demo)
         demo.options = DemoOptions(
-            policy="model", out=tmp_path, config=TINY, warm_start_reading_hints=chosen
-        )
+            policy="model", out=tmp_path, config=warm_started(tmp_path),
+            warm_start_reading_hints=chosen,
+        )  # fmt: skip
         demo.run_dir, demo._child = tmp_path, child
         demo._warm_start()
     assert "--reading-hints" not in seen[0]

@@ -225,6 +225,15 @@ class Demo:
         self.display.note(f"base checkpoint {checkpoint_id} ({note})")
 
     def _warm_start(self) -> dict[str, Any]:
+        """The SFT warm start as a child process (cached by fingerprint), unless the config
+        turns it off (the paper's base model already acts validly): then the base is the
+        configured model itself."""
+        preset = tomllib.loads(self.options.config.read_text())
+        if not preset.get("warm_start", {}).get("enabled", False):
+            from shared.runtime.agent.models import resolve_model
+
+            path = resolve_model(preset["model"])
+            return {"path": str(path), "checkpoint_id": "none (disabled)"}
         log = self.run_dir / "logs" / "warm-start.log"
         argv = ["train", "warm-start", "--config", str(self.options.config), "--json"]
         if self.options.warm_start_eval_tasks is not None:

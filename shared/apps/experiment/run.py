@@ -96,16 +96,6 @@ class Experiment(Demo):
         self.specs = run_specs(arms, seeds, int(base.get("seed", 20260901)))
         self.current: RunSpec | None = None
 
-    def _warm_start(self) -> dict[str, Any]:
-        """The demo's SFT warm start, unless the config turns it off (the paper's base model
-        already acts validly): then the base is the configured model itself."""
-        base = tomllib.loads(self.options.config.read_text())
-        if base.get("warm_start", {}).get("enabled", False):
-            return super()._warm_start()
-        from shared.runtime.agent.models import resolve_model
-
-        return {"path": str(resolve_model(base["model"])), "checkpoint_id": "none (disabled)"}
-
     @property
     def train_dir(self) -> Path:  # the run the display follows
         spec = self.current or self.specs[0]
