@@ -13,6 +13,7 @@ import copy
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -182,22 +183,33 @@ def test_the_fake_gate_server_checks_vllm_evals_rendered_key(smoke) -> None:
     assert key and smoke.objects.env(evaluator)["EVALUATOR_OPENAI_API_KEY"] == key
 
 
-def start_analyst(smoke: Smoke, container: dict) -> None:
+def start_analyst(smoke: Smoke, container: dict, while_up=None) -> None:
     """The analyst's rendered container as the smoke starts it, ready on /healthz (no
-    registry runs in this test, so /readyz would wait for one)."""
+    registry runs in this test, so /readyz would wait for one); `while_up(process)` runs
+    before it is stopped."""
     unit = unit_of(smoke, "Deployment", "analyst")
     unit = Unit(unit.workload, container, False)
     unit.container["readinessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}}
     try:
         smoke.run_until_ready(unit, timeout_s=300)
+        if while_up is not None:
+            while_up(smoke.processes[-1][1])
     finally:
         smoke.stop()
         smoke.processes.clear()
 
 
 def test_the_rendered_analyst_starts_with_a_read_only_working_folder(smoke) -> None:
+    """The pod's root filesystem is read-only: the folder the analyst runs in has no write
+    bit for anyone, and it still gets ready (its data goes to ANALYST_DATA_DIR's volume)."""
     rendered = unit_of(smoke, "Deployment", "analyst").container
-    start_analyst(smoke, copy.deepcopy(rendered))
+    seen: dict[str, int] = {}
+
+    def working_folder(process) -> None:
+        seen["mode"] = Path(f"/proc/{process.pid}/cwd").resolve().stat().st_mode
+
+    start_analyst(smoke, copy.deepcopy(rendered), while_up=working_folder)
+    assert seen and seen["mode"] & 0o222 == 0, oct(seen.get("mode", 0))
 
 
 def test_without_its_data_dir_the_analyst_dies_as_in_its_pod(smoke) -> None:
