@@ -10,8 +10,8 @@ Bodies pass `shared/kit/request_body.py` first (413 past 1 MiB, 401 before the b
 POST's `Idempotency-Key` is the caller's own, bound to the body (replay, or 409); what a job
 needs from the registry is checked at submit (422 naming the field, 503 + Retry-After when the
 registry is away); each submitter role queues at most `max_queued` jobs (429 + Retry-After).
-The probes are coroutines that wait for no worker thread. Routes live in `routes/` (probes, groups,
-jobs); what they depend on in `deps.py`.
+The probes are coroutines that wait for no worker thread. Routes live in `routes/` (groups, jobs;
+the probes: `shared/kit/readiness.py`); what they depend on in `deps.py`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from services.analyst.deps import AnalystContext
-from services.analyst.routes import groups, jobs, probes
+from services.analyst.routes import groups, jobs
 from services.analyst.settings import AnalystSettings
 from services.analyst.store import GroupStore
 from shared.contracts.registry_api.client import RegistryClient
 from shared.kit.auth import TokenTable, install_auth_errors, publish_roles
 from shared.kit.observability import instrument
+from shared.kit.readiness import probes_router
 from shared.kit.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
 from shared.kit.service_jobs import JobStore
 from shared.kit.validation_errors import install_validation_errors
@@ -71,7 +72,8 @@ def create_app(
     install_auth_errors(app)
     install_validation_errors(app)
     instrument(app, "analyst")
-    for routes in (probes, groups, jobs):
+    app.include_router(probes_router("analyst", "data_dir"))
+    for routes in (groups, jobs):
         publish_roles(routes.router.routes)  # before the app copies the routes
         app.include_router(routes.router)
     return app

@@ -10,8 +10,8 @@ route admits (`SUBMITTERS`, `OBSERVERS`): 401 without one, 403 for another role.
 `shared/kit/request_body.py` first (413 past 1 MiB, 401 before the body is read). A job POST may
 carry an `Idempotency-Key` (the caller's own, bound to the body: replay or 409); each submitter
 role queues at most `max_queued` jobs (429 + Retry-After). The probes are coroutines that wait
-for no worker thread. Routes live in `routes/` (probes, jobs, refits); what they depend on in
-`deps.py`.
+for no worker thread (`shared/kit/readiness.py`, the analyst's too). Routes live in `routes/`
+(jobs, refits); what they depend on in `deps.py`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from fastapi import FastAPI
 
 from services.evaluator.deps import EvaluatorContext, TaskSource
 from services.evaluator.reaper import GateRunReaper
-from services.evaluator.routes import jobs, probes, refits
+from services.evaluator.routes import jobs, refits
 from services.evaluator.runtime import RunnerFactory
 from services.evaluator.settings import EvaluatorSettings
 from shared.contracts.registry_api.client import RegistryClient
 from shared.kit.auth import TokenTable, install_auth_errors, publish_roles
 from shared.kit.observability import instrument
+from shared.kit.readiness import probes_router
 from shared.kit.request_body import SERVICE_JSON_DEPTH, RequestBodyGuard
 from shared.kit.service_jobs import JobStore
 from shared.kit.validation_errors import install_validation_errors
@@ -68,7 +69,8 @@ def create_app(
     install_auth_errors(app)
     install_validation_errors(app)
     instrument(app, "evaluator")
-    for routes in (probes, jobs, refits):
+    app.include_router(probes_router("evaluator", "jobs_dir"))
+    for routes in (jobs, refits):
         publish_roles(routes.router.routes)  # before the app copies the routes
         app.include_router(routes.router)
     return app

@@ -13,7 +13,7 @@ from collections.abc import Sized
 from pathlib import Path
 
 import httpx
-from fastapi import Response
+from fastapi import APIRouter, Request, Response
 from pydantic import SecretStr
 
 from shared.contracts.readiness import Readiness
@@ -81,3 +81,36 @@ def readiness_answer(checks: dict[str, str], response: Response) -> Readiness:
         response.status_code = 503
         response.headers["Retry-After"] = str(READY_RETRY_AFTER_S)
     return Readiness(ready=ready, checks=checks)
+
+
+def probes_router(service: str, folder_setting: str) -> APIRouter:
+    """`/healthz` and `/readyz` of the evaluator or the analyst: coroutines that wait for no
+    worker thread. Readiness: the registry answers its own /readyz and accepts the service's
+    registry token (one authenticated call), some token is admitted, and the folder the
+    settings name `folder_setting` is writable; 503 + Retry-After otherwise. Reads
+    `app.state.context.settings` and `app.state.tokens`."""
+    prefix = service.upper()
+    router = APIRouter()
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers (nothing else is asked)."""
+        return {"status": "ok"}
+
+    @router.get(
+        "/readyz",
+        response_model=Readiness,
+        responses={503: {"description": "a dependency is not ready"}},
+    )
+    async def readyz(request: Request, response: Response) -> Readiness:
+        settings = request.app.state.context.settings
+        checks = {
+            **await registry_checks(
+                settings.registry_url, settings.registry_token, f"{prefix}_REGISTRY_TOKEN"
+            ),
+            "tokens": tokens_admitted(request.app.state.tokens, f"{prefix}_TOKENS"),
+            folder_setting: folder_writable(getattr(settings, folder_setting)),
+        }
+        return readiness_answer(checks, response)
+
+    return router
