@@ -88,7 +88,7 @@ def test_the_record_log_fsyncs_each_record_before_it_returns(tmp_path, monkeypat
     record is written and flushed, the log's file is fsynced with that record in it."""
     import os
 
-    from services.evaluator import service
+    from services.evaluator import gate_job
 
     class Record:  # a TEST DOUBLE: the log asks a record for nothing but its dict
         def __init__(self, n: int) -> None:
@@ -103,8 +103,8 @@ def test_the_record_log_fsyncs_each_record_before_it_returns(tmp_path, monkeypat
     def fsync(descriptor: int) -> None:
         synced.append((os.readlink(f"/proc/self/fd/{descriptor}"), os.fstat(descriptor).st_size))
 
-    monkeypatch.setattr(service.os, "fsync", fsync)
-    log = service.RecordLog(path)
+    monkeypatch.setattr(gate_job.os, "fsync", fsync)
+    log = gate_job.RecordLog(path)
     sizes = []
     for n in range(3):
         log(Record(n))
