@@ -76,7 +76,9 @@ class EvaluatorContext:
             tasks_of=task_source or world_tasks,
         )
 
-    def select_tasks(self, split: str, task_ids: list[str] | None, n_tasks: int | None):
+    def select_tasks(
+        self, split: str, task_ids: list[str] | None, n_tasks: int | None
+    ) -> list[str]:
         """The tasks of a split the request may name (the split's name was validated)."""
         try:
             return select_tasks_from(self.tasks_of(split), task_ids, n_tasks, split=split)

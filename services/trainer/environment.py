@@ -11,16 +11,18 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SERVICES_WITH_TOKENS = ("registry", "evaluator", "analyst", "operator")
+# the variable holding the trainer's token for each service (the operator's: only the no-gate
+# ablation writes banks itself)
+TOKEN_VARIABLES = {service: f"TRAINER_{service.upper()}_TOKEN" for service in SERVICES_WITH_TOKENS}
 
 
 class TrainerEnvironment(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore")
 
-    registry_token: str | None = Field(None, validation_alias="TRAINER_REGISTRY_TOKEN")
-    evaluator_token: str | None = Field(None, validation_alias="TRAINER_EVALUATOR_TOKEN")
-    analyst_token: str | None = Field(None, validation_alias="TRAINER_ANALYST_TOKEN")
-    # only the no-gate ablation writes banks itself
-    operator_token: str | None = Field(None, validation_alias="TRAINER_OPERATOR_TOKEN")
+    registry_token: str | None = Field(None, validation_alias=TOKEN_VARIABLES["registry"])
+    evaluator_token: str | None = Field(None, validation_alias=TOKEN_VARIABLES["evaluator"])
+    analyst_token: str | None = Field(None, validation_alias=TOKEN_VARIABLES["analyst"])
+    operator_token: str | None = Field(None, validation_alias=TOKEN_VARIABLES["operator"])
     # the servers' --api-key (deploy/: the vllm-api-key Secret)
     vllm_api_key: str | None = Field(None, validation_alias="TRAINER_VLLM_API_KEY")
     # set by torchrun / accelerate on every rank before any process group exists

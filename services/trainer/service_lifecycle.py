@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.trainer.config import TrainerConfig
-from services.trainer.environment import TrainerEnvironment
+from services.trainer.environment import TOKEN_VARIABLES, TrainerEnvironment
 from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import wait_until_ready
@@ -16,12 +16,7 @@ from shared.contracts.evaluator_api.client import EvaluatorClient
 from shared.contracts.registry_api.client import RegistryClient
 
 # Each a bearer token with the trainer role at that service (the operator's: see below).
-ENV_TOKENS = {
-    "registry": "TRAINER_REGISTRY_TOKEN",
-    "evaluator": "TRAINER_EVALUATOR_TOKEN",
-    "analyst": "TRAINER_ANALYST_TOKEN",
-    "operator": "TRAINER_OPERATOR_TOKEN",  # only the no-gate ablation writes banks itself
-}
+ENV_TOKENS = TOKEN_VARIABLES
 # the evaluator's and analyst's rollout backend for each trainer policy
 BACKENDS = {"model": "transformers", "simulated": "simulated", "procedural": "procedural"}
 

@@ -48,7 +48,6 @@ from shared.contracts.http_retry import send_with_retries
 from shared.runtime.vllm_weights import WeightLoadError, load_weights, served_version, server_client
 
 SyncMode = Literal["full", "lora"]
-API_KEY_ENV = "TRAINER_VLLM_API_KEY"  # the servers' --api-key (deploy/: the vllm-api-key Secret)
 
 
 class WeightSyncError(RuntimeError):

@@ -27,7 +27,7 @@ from shared.contracts.evaluator_api.schemas import (
 )
 from shared.contracts.registry_api.client import RegistryError
 from shared.kit.auth import Principal
-from shared.kit.service_jobs import JobPublic, JobStore, submit_as
+from shared.kit.service_jobs import JobPublic, JobStore, Work, submit_as
 
 router = APIRouter()
 ACCEPTED = {"status_code": status.HTTP_202_ACCEPTED, "response_model": JobPublic,
@@ -53,7 +53,7 @@ def check_bare_from_job(kind: str, body, store: JobStore, context: EvaluatorCont
         )
 
 
-def submit_gate(kind: str, body, planner, store: JobStore, context: EvaluatorContext) -> object:
+def submit_gate(kind: str, body, planner, store: JobStore, context: EvaluatorContext) -> Work:
     """Plan a gate now (registry reads, rank check); the job that runs its rollouts."""
     if body.bare_from_job is not None:
         check_bare_from_job(kind, body, store, context)
