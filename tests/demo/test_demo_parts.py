@@ -16,7 +16,7 @@ from shared.apps.demo.session import DemoSession
 from shared.apps.demo.state import DemoState
 from shared.apps.demo.summary import condition_table, policy_statement, success_interval
 from shared.apps.demo.warm_start import train_config, warm_start
-from shared.kit.processes import (
+from shared.kit.loopback import (
     ServiceFailed,
     free_port,
     mint_tokens,
@@ -289,3 +289,30 @@ def test_the_warm_start_hint_share_reaches_the_child_only_when_chosen(tmp_path):
         warm_start(session_with_child(options, child))
     assert "--reading-hints" not in seen[0]
     assert seen[1][seen[1].index("--reading-hints") + 1] == "0.5"
+
+
+def test_the_display_follows_the_training_folder_it_is_given(tmp_path):
+    """The experiment's runs train in `runs/NAME/train/`: the display reads that folder's
+    state and metrics (it once read `runs/NAME/`, where neither is written)."""
+    from shared.apps.demo.children import follow_training
+
+    class Seen:
+        def __init__(self):
+            self.calls = []
+
+        def steps(self, *args, **kwargs):
+            self.calls.append(("steps", args, kwargs))
+
+        def phase(self, *args):
+            self.calls.append(("phase", args))
+
+    folder = tmp_path / "runs" / "arm-seed0" / "train"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text('{"round": 1, "phase": "gate"}')
+    (folder / "metrics.jsonl").write_text('{"episodes_generated": 8}\n{"episodes_generated": 8}\n')
+    display = Seen()
+    follow_training(display, folder)
+    assert display.calls == [
+        ("steps", (2,), {"round_index": 1, "episodes": 16, "phase": "gate"}),
+        ("phase", ("train", "round 1: gate")),
+    ]

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.apps.demo.options import JOB_TIMEOUT_S, DemoError
-from shared.apps.demo.services import BACKENDS
 from shared.apps.demo.session import DemoSession
+from shared.kit.loopback import POLICY_BACKENDS
 
 INTERRUPTED_RETRIES = 3
 
@@ -33,7 +33,7 @@ def cold_start_request(session: DemoSession) -> dict[str, Any]:
         "policy": {
             "checkpoint_id": state.get("base_checkpoint"),
             "weights_uri": Path(state.get("base_dir")).as_uri(),
-            "backend": BACKENDS[session.options.policy],
+            "backend": POLICY_BACKENDS[session.options.policy],
         },
         "env_preset": facts.env_preset,
         "n_tasks": session.options.cold_start_tasks,

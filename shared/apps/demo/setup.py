@@ -16,7 +16,7 @@ from shared.apps.demo.options import DemoError
 from shared.apps.demo.services import start_services
 from shared.apps.demo.session import DemoSession, Phase
 from shared.apps.demo.warm_start import register_base_checkpoint
-from shared.kit.processes import ServiceFailed
+from shared.kit.loopback import ServiceFailed
 
 
 def setup_phases(session: DemoSession) -> list[tuple[str, Phase]]:
