@@ -25,6 +25,7 @@ from services.evaluator.eval_conditions import (
 )
 from services.evaluator.fit import COMPONENTS
 from services.evaluator.pairing import (
+    IDENTITY_FIELDS,
     IdentityMismatch,
     PairingError,
     RolloutRecord,
@@ -39,13 +40,8 @@ from shared.runtime.paired_bootstrap import (
 )
 
 # What every condition shares; checkpoint and model differ between base and trained by design.
-IDENTITY_SHARED_ACROSS_CONDITIONS = (
-    "decoding",
-    "prompt_version",
-    "prompt_fingerprint",
-    "env_version",
-    "action_protocol",
-    "split",
+IDENTITY_SHARED_ACROSS_CONDITIONS = tuple(
+    name for name in IDENTITY_FIELDS if name not in ("checkpoint_id", "model")
 )
 
 # Per-task fields every record yields.
