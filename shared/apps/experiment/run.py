@@ -220,40 +220,18 @@ class Experiment:
         self.state.finish("base test")
 
     def test_all(self) -> None:
+        """Every run's final checkpoint bare and with its final bank, with A/A copies, merged
+        with the base test; then the confirmation step when the runs kept confirmation tasks."""
         finals = self.finals()
-        reference = self.specs[0]
-        conditions = []
-        tested_as = same_weights_checkpoints(finals)
-        for spec in self.specs:
-            final = finals[spec.name]
-            conditions += [
-                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
-                {
-                    "name": spec.bank,
-                    "checkpoint_id": tested_as[spec.name],
-                    "bank_id": final["bank_id"],
-                },
-            ]
-        # A/A copies: every run with its bank (an arm's copies pool like its runs)
-        originals = [c for c in conditions if "bank_id" in c]
-        copies = [aa_condition(c) for c in originals]
-        body = {
-            "conditions": with_samples([*conditions, *copies], self.test_samples),
-            "split": "test",
-            "n_tasks": self.options.test_tasks,
-            "comparisons": [
-                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
-            ],
-        }
-        self.evaluate("trained test", body, TRAINED_TEST_FILE)
+        conditions = self.final_conditions(finals)
+        self.evaluate("trained test", self.trained_test_body(conditions), TRAINED_TEST_FILE)
         merged = merge_reports(
             json.loads((self.run_dir / BASE_TEST_FILE).read_text()),
             json.loads((self.run_dir / TRAINED_TEST_FILE).read_text()),
         )
         (self.run_dir / TEST_FILE).write_text(json.dumps(merged, indent=1))
-        confirm = (
-            finals[reference.name]["record"].get("validation", {}).get("confirmation_task_ids")
-        )
+        record = finals[self.specs[0].name]["record"]
+        confirm = record.get("validation", {}).get("confirmation_task_ids")
         if confirm:
             body = {
                 "conditions": conditions,
@@ -263,6 +241,36 @@ class Experiment:
             }
             self.evaluate("confirm", body, CONFIRM_FILE)
         self.state.finish("test")
+
+    def final_conditions(self, finals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per run, bare and with its final bank, under the checkpoint its weights are tested as."""
+        tested_as = same_weights_checkpoints(finals)
+        return [
+            condition
+            for spec in self.specs
+            for condition in (
+                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
+                {
+                    "name": spec.bank,
+                    "checkpoint_id": tested_as[spec.name],
+                    "bank_id": finals[spec.name]["bank_id"],
+                },
+            )
+        ]
+
+    def trained_test_body(self, conditions: list[dict[str, Any]]) -> dict[str, Any]:
+        """The conditions and an A/A copy of every run with its bank (an arm's copies pool like
+        its runs), each compared with its original."""
+        originals = [c for c in conditions if "bank_id" in c]
+        copies = [aa_condition(c) for c in originals]
+        return {
+            "conditions": with_samples([*conditions, *copies], self.test_samples),
+            "split": "test",
+            "n_tasks": self.options.test_tasks,
+            "comparisons": [
+                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
+            ],
+        }
 
     def evaluate(self, name: str, body: dict[str, Any], path: str) -> None:
         if self.state.done(name):
