@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from services.registry.seed_demo import seed  # noqa: E402
 from shared.contracts.chunks import ChunkContent  # noqa: E402
 from shared.contracts.registry_api.client import RegistryClient  # noqa: E402
-from shared.kit.processes import free_port, mint_tokens, start_registry, start_service  # noqa: E402
+from shared.kit.loopback import free_port, mint_tokens, start_registry, start_service  # noqa: E402
 
 N_CHUNKS, N_VERSIONS, N_BANKS, BANK_SIZE = 100, 10, 100, 10
 

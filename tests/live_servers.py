@@ -1,5 +1,6 @@
-"""Live servers for tests: real `intraskill ... serve` subprocesses on free loopback ports, and
-scratch databases for them. The evaluator, analyst, operator and registry tests share these.
+"""Live servers for tests: real `intraskill ... serve` subprocesses on free loopback ports
+(started by `shared/kit/loopback.py`, as the trainer's and the demo's services are), and scratch
+databases for them. The evaluator, analyst, operator and registry tests share these.
 
     with scratch_database("postgres", tmp_path) as database_url:
         with live_server(["registry", "serve", "--allow-owner"], {"DATABASE_URL": database_url},
@@ -10,39 +11,45 @@ scratch databases for them. The evaluator, analyst, operator and registry tests 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from shared.contracts.http_retry import wait_until_ready
+from shared.kit.loopback import ServiceProcess, free_port, start_service
 
 REPO = Path(__file__).resolve().parents[1]
 ADMIN_URL = os.environ.get("REGISTRY_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = [
+    "free_port", "live_server", "scratch_database", "start_server", "started_server", "stop",
+]  # fmt: skip
+
+
+def _service(
+    command: list[str], port: int, env: Mapping[str, str] | None, log: Path | None
+) -> ServiceProcess:
+    """`intraskill <command> --port <port>` from the repository root; output to `log` (or
+    discarded). `env` adds to this process's environment; servers run BLAS single-threaded."""
+    return start_service(
+        command[0],
+        [*command, "--port", str(port)],
+        port=port,
+        env={"OMP_NUM_THREADS": "1", **(env or {})},
+        log=log if log is not None else Path(os.devnull),
+        cwd=REPO,
+    )
 
 
 def start_server(
     command: list[str], port: int, env: Mapping[str, str] | None = None, log: Path | None = None
 ) -> subprocess.Popen:
-    """`intraskill <command> --port <port>` from the repository root; output to `log` (or
-    discarded). `env` adds to this process's environment; servers run BLAS single-threaded."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    argv = [sys.executable, "-m", "shared.apps.cli", *command, "--port", str(port)]
-    with log.open("w") if log is not None else nullcontext(subprocess.DEVNULL) as out:
-        return subprocess.Popen(
-            argv, cwd=REPO, env=environment, stdout=out, stderr=subprocess.STDOUT
-        )
+    """The server's process, for tests that signal it themselves."""
+    return _service(command, port, env, log).process
 
 
 def stop(process: subprocess.Popen, timeout: float = 15.0) -> bool:
@@ -57,6 +64,25 @@ def stop(process: subprocess.Popen, timeout: float = 15.0) -> bool:
     return True
 
 
+def started_server(
+    command: list[str],
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    *,
+    ready_path: str = "/healthz",
+    timeout: float = 180.0,
+) -> ServiceProcess:
+    """`intraskill <command>` on a free port, once `ready_path` answers; the caller stops it."""
+    service = _service(command, free_port(), env, log)
+    service.ready_paths = (ready_path,)
+    try:
+        service.wait_ready(timeout=timeout)
+    except BaseException:
+        service.stop()
+        raise
+    return service
+
+
 @contextmanager
 def live_server(
     command: list[str],
@@ -65,18 +91,14 @@ def live_server(
     *,
     ready_path: str = "/healthz",
     timeout: float = 180.0,
-    poll: float = 0.2,
 ) -> Iterator[str]:
     """`intraskill <command>` on a free port until `ready_path` answers; yields its base URL
     and stops it on exit."""
-    port = free_port()
-    process = start_server(command, port, env, log)
-    url = f"http://127.0.0.1:{port}"
+    service = started_server(command, env, log, ready_path=ready_path, timeout=timeout)
     try:
-        wait_until_ready(url, process, path=ready_path, timeout=timeout, poll=poll, log=log)
-        yield url
+        yield service.url
     finally:
-        stop(process)
+        service.stop(grace=15.0)
 
 
 @contextmanager

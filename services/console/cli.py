@@ -24,7 +24,7 @@ app = command_group("console", "Operator console: banks, chunks, gates, review, 
 @contextmanager
 def run_registry(run_dir: Path):
     """The demo run's registry (its SQLite file and its tokens) on a free loopback port."""
-    from shared.kit.processes import run_tokens, start_registry
+    from shared.kit.loopback import run_tokens, start_registry
 
     database = run_dir / "registry.sqlite"
     if not database.exists():

@@ -80,7 +80,7 @@ def refit(
             design, observations, gate_solver = data.design, data.observations, "statsmodels"
         else:
             try:
-                from services.evaluator.records import load_gate_run
+                from services.evaluator.stored_gate import load_gate_run
             except ImportError as error:  # the registry client is not installed here
                 raise LookupError(
                     f"{source} is not a folder, and gate run ids need the registry client ({error})"

@@ -21,12 +21,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from services.evaluator.evaluation import (
-    METRIC_NAMES,
-    PAPER_CONDITIONS,
-    plot_report,
-    report_from_folder,
-)
+from services.evaluator.eval_conditions import PAPER_CONDITIONS
+from services.evaluator.eval_folder import report_from_folder
+from services.evaluator.eval_plot import plot_report
+from services.evaluator.eval_report import METRIC_NAMES
 from shared.kit.service_cli import command_group, run_command
 from shared.runtime.noise_floor import aa_condition, comparison_label
 
@@ -139,7 +137,7 @@ def run(
     ] = "base/bare",
 ) -> None:
     """Run the four conditions and the A/A copy on the test split in this process, then report."""
-    from services.evaluator.evaluation import eval_job, plan_eval_job
+    from services.evaluator.eval_job import eval_job, plan_eval_job
     from services.evaluator.runtime import agent_runner_factory, make_env
     from services.evaluator.settings import EvaluatorSettings
     from services.evaluator.task_selection import TaskSelectionError, select_tasks_from

@@ -3,7 +3,8 @@
 The HTTP layer (`app.py`) and the CLI validate a request, plan synchronously what is cheap to
 check (the registry's bank, candidates or drafts, the design's rank), then hand the rest to
 `gate_job`: load the policy, check identities, open the registry gate run, run the paired
-rollouts (`run_gate`), record the outcome (`record_gate`).
+rollouts (`run_gate`), record the outcome (`record_gate`) and, unless the request keeps the
+alias where it is, adopt the new bank (`adopt_bank`).
 """
 
 from __future__ import annotations
@@ -19,21 +20,20 @@ from typing import Any
 
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DesignError
+from services.evaluator.gate_adoption import adopt_bank, leave_alias
+from services.evaluator.gate_planning import RegistryGate, plan_gate, plan_gate_a
+from services.evaluator.gate_recording import (
+    FRESH_BARE,
+    bare_baseline,
+    open_gate_run,
+    record_gate,
+)
 from services.evaluator.gate_run import run_gate
 from services.evaluator.pairing import (
     IdentityMismatch,
     RolloutIdentity,
     RolloutRecord,
     check_identity,
-)
-from services.evaluator.records import (
-    FRESH_BARE,
-    RegistryGate,
-    bare_baseline,
-    open_gate_run,
-    plan_gate,
-    plan_gate_a,
-    record_gate,
 )
 from services.evaluator.runtime import RunnerFactory
 from services.evaluator.settings import EvaluatorSettings
@@ -212,9 +212,12 @@ def gate_job(
                     run,
                     outcome,
                     round=request.round,
-                    move_alias=request.move_alias,
                     empty_bank=request.empty_bank or empty_bank,
                 )
+                if request.move_alias:
+                    adopt_bank(client, gate, recorded, round=request.round)
+                else:
+                    leave_alias(recorded)
             except Exception as error:
                 close_failed_run(client, run.id, error)
                 raise

@@ -8,7 +8,7 @@ The order is the method's: the design's full column rank is checked before any r
 bare run must match the gate's identity before anything starts; failed attempts are retried (at
 most `max_retries` more times); tasks still without both rollouts are listed and make the gate
 incomplete; the fit refuses records whose identity differs. Registry writes live apart, in
-`services/evaluator/records.py`.
+`gate_planning.py`, `gate_recording.py` and `gate_adoption.py`.
 """
 
 from __future__ import annotations

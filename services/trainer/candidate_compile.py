@@ -8,8 +8,8 @@ from pathlib import Path
 
 from services.trainer.heartbeat import heartbeat
 from services.trainer.run_context import RunContext, RunError, RunState, unavailable
-from services.trainer.service_lifecycle import BACKENDS
 from shared.contracts.analyst_api.schemas import CompileRoundCreate, PolicySpec
+from shared.kit.loopback import POLICY_BACKENDS
 
 
 def compile_round(context: RunContext, state: RunState) -> None:
@@ -24,7 +24,7 @@ def compile_round(context: RunContext, state: RunState) -> None:
         policy=PolicySpec(
             checkpoint_id=state.checkpoint_id,
             weights_uri=Path(state.checkpoint_dir).as_uri(),
-            backend=BACKENDS[config.policy],
+            backend=POLICY_BACKENDS[config.policy],
         ),
         env_preset=config.env_preset,
         max_candidates=config.gate.max_candidates,

@@ -10,7 +10,6 @@ import httpx
 from services.trainer.ablations import admitted_entries
 from services.trainer.bank_resolution import pin_bank
 from services.trainer.heartbeat import heartbeat
-from services.trainer.local_stack import StackError
 from services.trainer.run_context import RoundRecord, RunContext, RunError, RunState, unavailable
 from services.trainer.validation_tasks import gate_task_ids, val_task_ids
 from shared.contracts.evaluator_api.client import (
@@ -65,7 +64,7 @@ def gate_round(context: RunContext, state: RunState) -> int:
         raise unavailable("evaluator", url, error, "intraskill gate serve") from None
     except EvaluatorError as error:
         raise RunError(f"the evaluator refused the gate: {error}") from None
-    except (httpx.HTTPError, StackError) as error:
+    except httpx.HTTPError as error:
         raise unavailable("evaluator", url, error, "intraskill gate serve") from None
     return _adopt_or_keep(context, state, record, job)
 

@@ -45,7 +45,7 @@ from services.trainer.candidate_compile import compile_round
 from services.trainer.config import TrainerConfig
 from services.trainer.distributed import announce, fsdp_launch, launch_problem, start_ranks
 from services.trainer.gate_round import gate_round, keep_bank_without_gate
-from services.trainer.local_stack import LocalStack, StackError
+from services.trainer.local_stack import local_stack
 from services.trainer.metrics import MetricsLog
 from services.trainer.policy_loading import follow_the_leader, load_policy, policy_config
 from services.trainer.rollout_step import TaskOrder
@@ -65,6 +65,7 @@ from services.trainer.validation_tasks import (
     validation_slices,
 )
 from shared.contracts.registry_api.client import RegistryClient, RegistryError, Unavailable
+from shared.kit.loopback import ServiceFailed
 
 __all__ = ["Run", "RunError", "ServiceUrls", "train"]
 
@@ -84,7 +85,7 @@ class Run:
         out = out.resolve()
         out.mkdir(parents=True, exist_ok=True)
         self.urls, self.initial_bank = urls, initial_bank
-        self.stack = LocalStack(out / "services")
+        self.stack = local_stack(out)
         self.metrics = MetricsLog(out / METRICS_FILE)
         self.context = RunContext(
             config=config,
@@ -100,14 +101,14 @@ class Run:
         self.context.clients = clients
         self.context.record.data["services"] = {
             **clients.urls,
-            "local": sorted(self.stack.processes),
+            "local": sorted(service.name for service in self.stack.started),
         }
 
     def close(self) -> None:
         if self.context.clients is not None:
             self.context.clients.close()
         self.metrics.close()
-        self.stack.close()
+        self.stack.stop()
 
     def execute(self) -> dict[str, Any]:
         context, config = self.context, self.context.config
@@ -176,7 +177,7 @@ class Run:
                 self.context, name, local_operator=None, wait_s=self.urls.wait_s
             )
         # our own registry: the operator token may seed a stand-in S_0
-        operator = RegistryClient(self.stack.urls["registry"], self.stack.tokens()["operator"])
+        operator = RegistryClient(self.stack.urls()["registry"], self.stack.tokens()["operator"])
         try:
             return resolve_initial_bank(self.context, name, local_operator=operator)
         finally:
@@ -239,7 +240,7 @@ def _lead(
     try:
         run.start_services()
         return run.execute()
-    except StackError as error:
+    except ServiceFailed as error:  # a local service did not start
         raise RunError(str(error)) from None
     except Unavailable as error:
         raise unavailable(

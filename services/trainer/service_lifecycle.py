@@ -9,16 +9,14 @@ from typing import Any
 
 from services.trainer.config import TrainerConfig
 from services.trainer.environment import TOKEN_VARIABLES, TrainerEnvironment
-from services.trainer.local_stack import LocalStack
 from services.trainer.run_context import RunError
 from services.trainer.service_wait import wait_until_ready
 from shared.contracts.evaluator_api.client import EvaluatorClient
 from shared.contracts.registry_api.client import RegistryClient
+from shared.kit.loopback import POLICY_BACKENDS, LoopbackStack
 
 # Each a bearer token with the trainer role at that service (the operator's: see below).
 ENV_TOKENS = TOKEN_VARIABLES
-# the evaluator's and analyst's rollout backend for each trainer policy
-BACKENDS = {"model": "transformers", "simulated": "simulated", "procedural": "procedural"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class ServiceClients:
 def start_services(
     config: TrainerConfig,
     urls: ServiceUrls,
-    stack: LocalStack,
+    stack: LoopbackStack,
     say: Callable[[str], object] = print,
 ) -> ServiceClients:
     """Clients for the run's services, starting on loopback those without a URL; with
@@ -63,9 +61,11 @@ def start_services(
         servers = config.rollout_servers.urls
         given |= {f"vllm {index}": url for index, url in enumerate(servers)}
         wait_until_ready(given, within_s=urls.wait_s, say=say)
-    registry = urls.registry or stack.start_registry()
-    evaluator = urls.evaluator or stack.start_evaluator(registry, _evaluator_settings(config))
-    analyst = urls.analyst or stack.start_analyst(registry, evaluator, _analyst_settings(config))
+    registry = urls.registry or stack.start_registry().url
+    evaluator = urls.evaluator or stack.start_evaluator(registry, _evaluator_settings(config)).url
+    analyst = (
+        urls.analyst or stack.start_analyst(registry, evaluator, _analyst_settings(config)).url
+    )
     retry = {"retries": config.service_retries, "backoff": 0.5, "backoff_max": 20.0}
     return ServiceClients(
         registry=RegistryClient(registry, tokens["registry"], **retry),
@@ -80,7 +80,7 @@ def start_services(
 SERVICES = ("registry", "evaluator", "analyst")
 
 
-def service_token(service: str, url: str | None, stack: LocalStack) -> str:
+def service_token(service: str, url: str | None, stack: LoopbackStack) -> str:
     """The trainer's bearer token for `service`: for one this run starts on loopback, the local
     stack's trainer token (the only one it admits); for one given by URL, the environment's;
     RunError when there is none."""
@@ -96,7 +96,7 @@ def service_token(service: str, url: str | None, stack: LocalStack) -> str:
 
 def _evaluator_settings(config: TrainerConfig) -> dict[str, str]:
     return {
-        "EVALUATOR_BACKEND": BACKENDS[config.policy],
+        "EVALUATOR_BACKEND": POLICY_BACKENDS[config.policy],
         "EVALUATOR_ENV_PRESET": config.env_preset,
         "EVALUATOR_DECODING": config.decoding,
         "EVALUATOR_DEVICE": config.device,

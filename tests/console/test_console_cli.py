@@ -14,7 +14,7 @@ import pytest
 
 from services.registry.seed_demo import seed
 from shared.contracts.registry_api.client import RegistryClient
-from shared.kit.processes import free_port, run_tokens, start_registry
+from shared.kit.loopback import free_port, run_tokens, start_registry
 from tests.live_servers import REPO, stop
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from shared.contracts.registry_api.client import RegistryClient
-from shared.kit.processes import start_registry
+from shared.kit.loopback import start_registry
 from tests.operator.live_registry import scratch_database
 
 HERE = Path(__file__).parent

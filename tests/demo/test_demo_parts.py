@@ -10,17 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.apps.demo.run import (
-    Demo,
-    DemoOptions,
-    PresetFacts,
-    last_json_line,
-    last_line,
-    run_id_for,
-)
+from shared.apps.demo.children import last_json_line, last_line
+from shared.apps.demo.options import DemoOptions, PresetFacts, run_id_for
+from shared.apps.demo.session import DemoSession
 from shared.apps.demo.state import DemoState
 from shared.apps.demo.summary import condition_table, policy_statement, success_interval
-from shared.kit.processes import (
+from shared.apps.demo.warm_start import train_config, warm_start
+from shared.kit.loopback import (
     ServiceFailed,
     free_port,
     mint_tokens,
@@ -51,15 +47,13 @@ def test_preset_facts_come_from_the_toml(tmp_path):
 
 
 def test_the_model_policy_trains_from_the_warm_started_weights(tmp_path):
-    demo = Demo.__new__(Demo)  # only the config writer: no services
-    demo.options = DemoOptions(policy="model", out=tmp_path, config=TINY)
-    demo.run_dir = tmp_path
-    written = demo._train_config(Path("/weights/warm-abc"))
+    options = DemoOptions(policy="model", out=tmp_path, config=TINY)
+    written = train_config(options, tmp_path, Path("/weights/warm-abc"))
     text = written.read_text()
     assert 'model = "/weights/warm-abc"' in text and 'model = "tiny"' not in text
     assert text.count("\nmodel = ") + text.startswith("model = ") == 1
-    demo.options = DemoOptions(policy="procedural", out=tmp_path, config=TINY)
-    assert 'model = "tiny"' in demo._train_config(Path("/weights/x")).read_text()
+    options = DemoOptions(policy="procedural", out=tmp_path, config=TINY)
+    assert 'model = "tiny"' in train_config(options, tmp_path, Path("/weights/x")).read_text()
 
 
 def test_the_trainer_does_not_warm_start_the_warm_started_weights_again(tmp_path):
@@ -67,10 +61,8 @@ def test_the_trainer_does_not_warm_start_the_warm_started_weights_again(tmp_path
     a different policy from the one registered as the base checkpoint."""
     from services.trainer.config import TrainerConfig
 
-    demo = Demo.__new__(Demo)
-    demo.options = DemoOptions(policy="model", out=tmp_path, config=REPO / "configs" / "cpu.toml")
-    demo.run_dir = tmp_path
-    config = TrainerConfig.from_toml(demo._train_config(Path("/weights/warm-abc")))
+    options = DemoOptions(policy="model", out=tmp_path, config=REPO / "configs" / "cpu.toml")
+    config = TrainerConfig.from_toml(train_config(options, tmp_path, Path("/weights/warm-abc")))
     assert config.model == "/weights/warm-abc"
     assert config.warm_start.enabled is False
     preset = TrainerConfig.from_toml(REPO / "configs" / "cpu.toml")
@@ -230,6 +222,13 @@ def test_off_a_terminal_the_display_prints_each_phase_at_once_and_a_row_at_most_
     assert not any(re.match(r"\d\d:\d\d:\d\d (phase|rollout)", line) for line in lines(True))
 
 
+def session_with_child(options: DemoOptions, child) -> DemoSession:
+    """A session on `options.out` (no services) whose children are run by `child`."""
+    session = DemoSession(options, display=None)
+    session.children.run = child
+    return session
+
+
 def warm_started(tmp_path):
     """The tiny preset with its warm start on (the demo runs it as a child)."""
     path = tmp_path / "warm.toml"
@@ -247,11 +246,9 @@ def test_a_preset_without_a_warm_start_starts_from_its_model_and_runs_no_child(t
     (model / "config.json").write_text("{}")
     preset = tmp_path / "paper-like.toml"
     preset.write_text(f'model = "{model}"\n[warm_start]\nenabled = false\n')
-    demo = Demo.__new__(Demo)
-    demo.options = DemoOptions(policy="model", out=tmp_path, config=preset)
-    demo.run_dir = tmp_path
-    demo._child = lambda *_args, **_kw: pytest.fail("no warm start child for this preset")
-    assert demo._warm_start() == {"path": str(model), "checkpoint_id": "none (disabled)"}
+    options = DemoOptions(policy="model", out=tmp_path, config=preset)
+    session = session_with_child(options, lambda *_a, **_k: pytest.fail("no warm start child"))
+    assert warm_start(session) == {"path": str(model), "checkpoint_id": "none (disabled)"}
 
 
 def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_path):
@@ -264,15 +261,13 @@ def test_the_warm_start_evaluation_size_reaches_the_child_only_when_chosen(tmp_p
         return '{"schema": "intraskill-warm-start-v1", "path": "w"}\n'
 
     for chosen in (None, 0):
-        demo = Demo.__new__(Demo)
-        demo.options = DemoOptions(
+        options = DemoOptions(
             policy="model",
             out=tmp_path,
             config=warm_started(tmp_path),
             warm_start_eval_tasks=chosen,
         )
-        demo.run_dir, demo._child = tmp_path, child
-        demo._warm_start()
+        warm_start(session_with_child(options, child))
     assert "--eval-tasks" not in seen[0]
     assert seen[1][seen[1].index("--eval-tasks") + 1] == "0"
 
@@ -287,12 +282,37 @@ def test_the_warm_start_hint_share_reaches_the_child_only_when_chosen(tmp_path):
         return '{"schema": "intraskill-warm-start-v1", "path": "w"}\n'
 
     for chosen in (None, 0.5):
-        demo = Demo.__new__(Demo)
-        demo.options = DemoOptions(
+        options = DemoOptions(
             policy="model", out=tmp_path, config=warm_started(tmp_path),
             warm_start_reading_hints=chosen,
         )  # fmt: skip
-        demo.run_dir, demo._child = tmp_path, child
-        demo._warm_start()
+        warm_start(session_with_child(options, child))
     assert "--reading-hints" not in seen[0]
     assert seen[1][seen[1].index("--reading-hints") + 1] == "0.5"
+
+
+def test_the_display_follows_the_training_folder_it_is_given(tmp_path):
+    """The experiment's runs train in `runs/NAME/train/`: the display reads that folder's
+    state and metrics (it once read `runs/NAME/`, where neither is written)."""
+    from shared.apps.demo.children import follow_training
+
+    class Seen:
+        def __init__(self):
+            self.calls = []
+
+        def steps(self, *args, **kwargs):
+            self.calls.append(("steps", args, kwargs))
+
+        def phase(self, *args):
+            self.calls.append(("phase", args))
+
+    folder = tmp_path / "runs" / "arm-seed0" / "train"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text('{"round": 1, "phase": "gate"}')
+    (folder / "metrics.jsonl").write_text('{"episodes_generated": 8}\n{"episodes_generated": 8}\n')
+    display = Seen()
+    follow_training(display, folder)
+    assert display.calls == [
+        ("steps", (2,), {"round_index": 1, "episodes": 16, "phase": "gate"}),
+        ("phase", ("train", "round 1: gate")),
+    ]

@@ -7,24 +7,17 @@ import numpy as np
 import pytest
 
 from services.evaluator import evaluate_cli
-from services.evaluator.evaluation import (
-    METRICS,
-    Condition,
-    Metric,
-    PlannedEvaluation,
-    evaluation_report,
-    paired_bootstrap,
-    plot_report,
-    run_evaluation,
-    task_table,
-    write_plan,
-)
+from services.evaluator.eval_conditions import Condition
+from services.evaluator.eval_folder import write_plan
+from services.evaluator.eval_plot import plot_report
+from services.evaluator.eval_report import METRICS, evaluation_report, task_table
+from services.evaluator.eval_run import PlannedEvaluation, run_evaluation
 from services.evaluator.gate_job import RecordLog
 from services.evaluator.pairing import IdentityMismatch, PairingError, RolloutIdentity
 from services.evaluator.rollouts import SimulatedRolloutRunner
 from services.evaluator.simulation import SimulatedPolicy, uniform_base_rate
 from shared.contracts.chunks import ChunkContent, InjectedChunk
-from shared.runtime.paired_bootstrap import ALL_ZERO_NOTE
+from shared.runtime.paired_bootstrap import ALL_ZERO_NOTE, Metric, paired_bootstrap
 
 TASKS = tuple(f"task-{i:06d}" for i in range(300))
 

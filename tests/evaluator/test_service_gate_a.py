@@ -14,7 +14,7 @@ from gate_service_support import client, content, make_app, service_client, wait
 from registry_server import TOKENS
 
 from services.evaluator import cli
-from services.evaluator.records import load_gate_run
+from services.evaluator.stored_gate import load_gate_run
 from shared.contracts.inclusion import rho_from_coefficients
 from shared.contracts.registry_api.client import NotFound
 from shared.contracts.registry_api.schemas import ChunkSource, GateKind, GateStatus

@@ -15,9 +15,8 @@ import httpx
 import pytest
 from gate_service_support import client, content
 
-from shared.contracts.http_retry import wait_until_ready
 from shared.contracts.registry_api.schemas import ChunkSource, GateStatus
-from tests.live_servers import free_port, start_server
+from tests.live_servers import started_server
 from tests.service_bodies import assert_bodies_are_limited_then_authenticated_then_parsed
 from tests.service_servers import (
     START_TIMEOUT_S,
@@ -61,11 +60,8 @@ def test_1_bodies_are_limited_then_authenticated_then_parsed(evaluator, path):
 
 
 def _start(env: dict, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = start_server(["gate", "serve"], port, env, log)
-    url = f"http://127.0.0.1:{port}"
-    wait_until_ready(url, process, timeout=START_TIMEOUT_S, log=log)
-    return process, url
+    service = started_server(["gate", "serve"], env, log, timeout=START_TIMEOUT_S)
+    return service.process, service.url
 
 
 def _until(condition, timeout: float, what: str):

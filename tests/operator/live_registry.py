@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.kit.processes import mint_tokens, start_registry
+from shared.kit.loopback import mint_tokens, start_registry
 from tests.live_servers import scratch_database
 
 

@@ -208,7 +208,7 @@ def test_errors_say_what_to_do(world, as_role, capsys, monkeypatch):
 
 
 def test_an_unreachable_registry_says_how_to_start_it(monkeypatch, capsys):
-    from shared.kit.processes import free_port
+    from shared.kit.loopback import free_port
 
     monkeypatch.setenv("INTRASKILL_REGISTRY_TOKEN", "t")
     url = f"http://127.0.0.1:{free_port()}"

@@ -25,9 +25,8 @@ import httpx
 import psycopg
 from registry_support import ACTORS, ADMIN_URL, TOKENS, chunk_content, free_port, headers
 
-from shared.contracts.http_retry import wait_until_ready
 from shared.contracts.registry_api.schemas import Role
-from tests.live_servers import REPO, scratch_postgres_database, start_server, stop
+from tests.live_servers import REPO, scratch_postgres_database, started_server, stop
 
 REPO_ROOT = REPO
 INTRASKILL = Path(sys.executable).with_name("intraskill")
@@ -120,19 +119,18 @@ def serve_registry(database_url: str, **settings: str) -> Iterator[LiveRegistry]
 
     `settings` are extra REGISTRY_* variables (names without the prefix, e.g. max_body_bytes).
     """
-    port = free_port()
     env = {
         "DATABASE_URL": database_url,
         "REGISTRY_TOKENS": token_grants(),
         **{f"REGISTRY_{name.upper()}": value for name, value in settings.items()},
     }
-    process = start_server(["registry", "serve", "--allow-owner"], port, env)
-    url = f"http://127.0.0.1:{port}"
+    service = started_server(
+        ["registry", "serve", "--allow-owner"], env, ready_path="/readyz", timeout=240
+    )
     try:
-        wait_until_ready(url, process, path="/readyz", timeout=240, poll=0.1)
-        yield LiveRegistry(url, database_url, process)
+        yield LiveRegistry(service.url, database_url, service.process)
     finally:
-        if not stop(process):
+        if not stop(service.process):
             raise AssertionError("registry did not stop on SIGTERM")
 
 

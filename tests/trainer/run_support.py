@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from services.trainer.local_stack import free_port
-from shared.contracts.http_retry import wait_until_ready
+from shared.kit.loopback import free_port, start_service
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs"
@@ -62,15 +61,20 @@ def run_train(config: Path, out: Path, *extra: str, timeout: float = 900, **env:
 def analyst_standin(folder: Path) -> Iterator[str]:
     """The recording analyst TEST DOUBLE on loopback (state in `folder`); yields its URL."""
     port = free_port()
-    argv = ["-m", "tests.trainer.analyst_standin", "--port", str(port), "--folder", str(folder)]
-    process = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=environment())
-    url = f"http://127.0.0.1:{port}"
+    service = start_service(
+        "analyst-standin",
+        ["--port", str(port), "--folder", str(folder)],
+        port=port,
+        env=environment(),
+        log=folder.with_name(f"{folder.name}.log"),
+        cwd=REPO,
+        module="tests.trainer.analyst_standin",
+    )
     try:
-        wait_until_ready(url, process, timeout=60)
-        yield url
+        service.wait_ready(timeout=60)
+        yield service.url
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        service.stop()
 
 
 def metrics(out: Path) -> list[dict]:

@@ -116,7 +116,7 @@ def create_eval_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     """Test-set evaluation of several conditions, one rollout per task each, as a job."""
-    from services.evaluator.evaluation import eval_job, plan_eval_job
+    from services.evaluator.eval_job import eval_job, plan_eval_job
 
     task_ids = context.select_tasks(body.split, body.task_ids, body.n_tasks)
     client = context.planning_clients()

@@ -11,7 +11,7 @@ from services.evaluator.deps import Context, may_read, registry_failed, unproces
 from services.evaluator.design import DesignError
 from services.evaluator.fit import FitError
 from services.evaluator.gate_job import registry_error_status
-from services.evaluator.records import load_gate_run
+from services.evaluator.stored_gate import load_gate_run
 from shared.contracts.evaluator_api.schemas import RefitCreate
 from shared.contracts.registry_api.client import RegistryError
 

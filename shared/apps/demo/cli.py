@@ -57,7 +57,8 @@ def demo(
     """Registry, evaluator and analyst on loopback; warm start, cold start, training rounds with
     gates, the four-condition test; then summary.json and the report."""
     from shared.apps.demo.display import DemoDisplay
-    from shared.apps.demo.run import POLICY_DEFAULTS, DemoError, DemoOptions, run_demo, total_steps
+    from shared.apps.demo.options import POLICY_DEFAULTS, DemoError, DemoOptions, total_steps
+    from shared.apps.demo.run import run_demo
 
     if policy not in POLICY_DEFAULTS:
         raise typer.BadParameter("choose model or procedural", param_hint="--policy")

@@ -1,38 +1,31 @@
 """The three services the demo runs beside the trainer: registry, evaluator, analyst.
 
-Each is a real process on a free loopback port (`processes.py`); the demo waits on its
-`/readyz` before going on. Tokens (one per registry role) are minted once per run folder and
-kept there (mode 0600), so a resumed demo talks to the same registry with the same grants; the
-evaluator and the analyst admit the same grants (as in deploy/), and each caller sends the
-token of its role: the trainer its trainer token everywhere, the analyst its own to the
-evaluator (Gate A), the demo the operator's (cold start, test evaluation).
+They are a `LoopbackStack` (`shared/kit/loopback.py`) on the run folder: real processes on free
+loopback ports, each waited on until ready, with tokens minted once per run folder, so a
+resumed demo talks to the same registry with the same grants. Each caller sends the token of
+its role: the trainer its trainer token everywhere, the analyst its own to the evaluator
+(Gate A), the demo the operator's (cold start, test evaluation).
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
-from shared.kit.processes import (
-    ServiceProcess,
-    free_port,
-    run_tokens,
-    start_registry,
-    start_service,
-)
-
-# The policy backend each demo policy runs under in the evaluator and the analyst.
-BACKENDS = {"model": "transformers", "procedural": "procedural", "simulated": "simulated"}
+from shared.kit.loopback import POLICY_BACKENDS, LoopbackStack, ServiceProcess
 
 
-@dataclass
 class Services:
-    registry: ServiceProcess
-    evaluator: ServiceProcess
-    analyst: ServiceProcess
-    tokens: dict[str, str]
-    started: list[ServiceProcess] = field(default_factory=list)
+    """The demo's started stack: each service, the tokens, and the trainer's environment."""
+
+    def __init__(self, stack: LoopbackStack) -> None:
+        self.stack = stack
+        self.registry, self.evaluator, self.analyst = stack.started
+        self.tokens = stack.tokens()
+
+    @property
+    def started(self) -> list[ServiceProcess]:
+        return self.stack.started
 
     def trainer_env(self) -> dict[str, str]:
         """The trainer's tokens for the three services (one trainer token: one grant list)."""
@@ -44,9 +37,7 @@ class Services:
         }
 
     def stop(self) -> None:
-        """Stop in reverse order of start: clients of the registry first, the registry last."""
-        for service in reversed(self.started):
-            service.stop()
+        self.stack.stop()
 
 
 def demo_marker(run_dir: Path) -> dict[str, str]:
@@ -62,66 +53,26 @@ def start_services(
     env_preset: str,
     decoding: str,
     max_turns: int | None,
-    on_start=None,
+    on_start: Callable[[str], object] | None = None,
 ) -> Services:
     """Start registry, evaluator and analyst; each is ready (answers /readyz) when this returns."""
-    tokens, grants = run_tokens(run_dir)
-    logs = run_dir / "logs"
-    marker = demo_marker(run_dir)
-    started: list[ServiceProcess] = []
+    stack = LoopbackStack(
+        run_dir, run_dir / "logs", prefix="demo", env=demo_marker(run_dir), on_start=on_start
+    )
+    shared = {
+        "ENV_PRESET": env_preset,
+        "DECODING": decoding,
+        **({"MAX_TURNS": str(max_turns)} if max_turns else {}),
+    }
     try:
-        database = database_url or f"sqlite:///{(run_dir / 'registry.sqlite').resolve()}"
-        registry = _ready(
-            start_registry(
-                database_url=database, grants=grants, log=logs / "registry.log", extra_env=marker
-            ),
-            started,
-            on_start,
-        )
-        shared_env = {
-            "BACKEND": BACKENDS[policy],
-            "ENV_PRESET": env_preset,
-            "DECODING": decoding,
-            **({"MAX_TURNS": str(max_turns)} if max_turns else {}),
-        }
-        evaluator_env = {
-            **marker,
-            "EVALUATOR_REGISTRY_URL": registry.url,
-            "EVALUATOR_REGISTRY_TOKEN": tokens["evaluator"],
-            "EVALUATOR_TOKENS": json.dumps(grants),
-            "EVALUATOR_JOBS_DIR": str((run_dir / "evaluator").resolve()),
-            **{f"EVALUATOR_{k}": v for k, v in shared_env.items()},
-        }
-        evaluator = _ready(_serve("evaluator", ["gate"], evaluator_env, logs), started, on_start)
-        analyst_env = {
-            **marker,
-            "ANALYST_REGISTRY_URL": registry.url,
-            "ANALYST_REGISTRY_TOKEN": tokens["analyst"],
-            "ANALYST_EVALUATOR_URL": evaluator.url,
-            "ANALYST_EVALUATOR_TOKEN": tokens["analyst"],
-            "ANALYST_TOKENS": json.dumps(grants),
-            "ANALYST_DATA_DIR": str((run_dir / "analyst").resolve()),
-            # the policy backend travels in each job's request, not in the analyst's settings
-            **{f"ANALYST_{k}": v for k, v in shared_env.items() if k != "BACKEND"},
-        }
-        analyst = _ready(_serve("analyst", ["analyst"], analyst_env, logs), started, on_start)
+        registry = stack.start_registry(database_url).url
+        evaluator_settings = {"BACKEND": POLICY_BACKENDS[policy], **shared}
+        evaluator = stack.start_evaluator(
+            registry, {f"EVALUATOR_{k}": v for k, v in evaluator_settings.items()}
+        ).url
+        # the policy backend travels in each job's request, not in the analyst's settings
+        stack.start_analyst(registry, evaluator, {f"ANALYST_{k}": v for k, v in shared.items()})
     except BaseException:
-        for service in reversed(started):
-            service.stop()
+        stack.stop()
         raise
-    return Services(registry, evaluator, analyst, tokens, started)
-
-
-def _serve(name: str, command: list[str], env: dict[str, str], logs: Path) -> ServiceProcess:
-    """`intraskill COMMAND serve` on a free loopback port, logging to `logs/NAME.log`."""
-    port = free_port()
-    args = [*command, "serve", "--host", "127.0.0.1", "--port", str(port)]
-    return start_service(name, args, port=port, env=env, log=logs / f"{name}.log")
-
-
-def _ready(service: ServiceProcess, started: list[ServiceProcess], on_start) -> ServiceProcess:
-    started.append(service)
-    if on_start is not None:
-        on_start(service.name)
-    service.wait_ready(timeout=300)
-    return service
+    return Services(stack)

@@ -11,7 +11,9 @@ from shared.contracts.registry_api.client import NotFound, RegistryClient
 from shared.runtime.noise_floor import comparison_label
 
 if TYPE_CHECKING:
-    from shared.apps.demo.run import Demo
+    from pathlib import Path
+
+    from shared.apps.demo.session import DemoSession
 
 CONDITIONS = ("base/bare", "base/S0", "trained/bare", "trained/S_T")
 CANDIDATE_KINDS = ("add", "rewrite")
@@ -103,8 +105,8 @@ def condition_table(evaluation: dict[str, Any]) -> dict[str, Any]:
     return table
 
 
-def build_summary(demo: Demo, registry: RegistryClient) -> dict[str, Any]:
-    record = json.loads((demo.train_dir / "run.json").read_text())
+def build_summary(demo: DemoSession, train_dir: Path, registry: RegistryClient) -> dict[str, Any]:
+    record = json.loads((train_dir / "run.json").read_text())
     evaluation = json.loads((demo.run_dir / "test" / "evaluation.json").read_text())
     comparisons = {
         comparison_label(c): c["differences"]["r_success"]

@@ -119,7 +119,7 @@ def run(
 ) -> None:
     """Run every arm x seed as its own `train run`, test them together, write the comparison."""
     from shared.apps.demo.display import DemoDisplay
-    from shared.apps.demo.run import POLICY_DEFAULTS, DemoError, DemoOptions
+    from shared.apps.demo.options import POLICY_DEFAULTS, DemoError, DemoOptions
     from shared.apps.experiment.run import Experiment
 
     plan = load_plan(

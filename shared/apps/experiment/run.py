@@ -34,7 +34,9 @@ from typing import Any
 
 import tomli_w
 
-from shared.apps.demo.run import Demo, DemoError, DemoOptions
+from shared.apps.demo.options import DemoError, DemoOptions
+from shared.apps.demo.session import DemoSession
+from shared.apps.demo.setup import setup_phases
 from shared.apps.experiment.arms import Arm
 from shared.apps.experiment.merge import merge_reports
 from shared.apps.experiment.samples import pool_samples, with_samples
@@ -77,11 +79,17 @@ def run_specs(arms: list[Arm], seeds: int, base_seed: int) -> list[RunSpec]:
     return [RunSpec(arm, i, base_seed + i) for i in range(seeds) for arm in arms]
 
 
-class Experiment(Demo):
+class Experiment:
+    """Arms x seeds on one run folder: the demo's setup phases (one session, one S_0), then
+    its own train, test and comparison."""
+
     def __init__(
         self, options: DemoOptions, display, arms: list[Arm], seeds: int, test_samples: int = 1
     ) -> None:
-        super().__init__(options, display)
+        self.session = DemoSession(options, display)
+        self.options, self.display = options, display
+        self.run_dir, self.run_id = self.session.run_dir, self.session.run_id
+        self.state = self.session.state
         self.arms, self.seeds, self.test_samples = arms, seeds, test_samples
         chosen = {"arms": [a.name for a in arms], "seeds": seeds}
         if test_samples > 1:  # a one-sample experiment keeps the record it always had
@@ -94,31 +102,24 @@ class Experiment(Demo):
         self.state.set(experiment=chosen)
         base = tomllib.loads(options.config.read_text())
         self.specs = run_specs(arms, seeds, int(base.get("seed", 20260901)))
-        self.current: RunSpec | None = None
-
-    @property
-    def train_dir(self) -> Path:  # the run the display follows
-        spec = self.current or self.specs[0]
-        return self.run_dir / "runs" / spec.name
 
     def run(self) -> dict[str, Any]:
-        phases = (
-            ("services", self.start),
-            ("environment", self.environment),
-            ("warm start", self.base_checkpoint),
-            ("cold start", self.cold_start),
+        phases = [
+            *setup_phases(self.session),
             ("base test", self.test_base),
             ("train", self.train_all),
             ("test", self.test_all),
-        )
+        ]
         try:
-            for name, phase in phases:
-                self._timed(name, phase)
-                if self.state.done("cold start"):
-                    self.write_evidence()  # what is measured so far, after every phase
+            self.session.run_phases(phases, after_each=self.evidence_so_far)
             return self.write_comparison()
         finally:
-            self.stop()
+            self.session.close()
+
+    def evidence_so_far(self) -> None:
+        """What is measured so far, after every phase from the cold start on."""
+        if self.state.done("cold start"):
+            self.write_evidence()
 
     # ------------------------------------------------------------------ train
 
@@ -129,7 +130,6 @@ class Experiment(Demo):
         self.state.finish("train")
 
     def train_one(self, spec: RunSpec) -> None:
-        self.current = spec
         folder = self.run_dir / "runs" / spec.name
         folder.mkdir(parents=True, exist_ok=True)
         config = folder / "config.toml"
@@ -140,23 +140,18 @@ class Experiment(Demo):
         config.write_text(tomli_w.dumps(effective))
         bank = self.initial_bank(spec)
         self.display.phase("train", f"{spec.name}: {spec.arm.doc}")
-        urls = self.state.get("urls")
-        argv = [
-            "train", "run",
-            "--config", str(config),
-            "--out", str(folder / "train"),
-            "--policy", self.options.policy,
-            "--registry-url", urls["registry"],
-            "--evaluator-url", urls["evaluator"],
-            "--analyst-url", urls["analyst"],
-            "--seed", str(spec.seed),
-            "--initial-bank", str(bank),
-        ]  # fmt: skip
-        env = self.services.trainer_env()
+        argv = self.session.trainer_argv(
+            config=str(config),
+            out=str(folder / "train"),
+            initial_bank=bank,
+            extra=["--seed", str(spec.seed)],
+        )
+        services = self.session.services
+        env = services.trainer_env()
         if spec.arm.overrides.get("gate", {}).get("admit") == "all":
-            env["TRAINER_OPERATOR_TOKEN"] = self.services.tokens["operator"]  # it builds banks
+            env["TRAINER_OPERATOR_TOKEN"] = services.tokens["operator"]  # it builds banks
         log = self.run_dir / "logs" / f"train-{spec.name}.log"
-        self._child(f"train {spec.name}", argv, log, env=env, follow=True)
+        self.session.children.run(f"train {spec.name}", argv, log, env=env, follow=folder / "train")
         record = json.loads((folder / "train" / "run.json").read_text())
         if not record.get("finished"):
             raise DemoError(f"{spec.name}: the trainer exited without finishing; see {log}")
@@ -164,7 +159,7 @@ class Experiment(Demo):
 
     def initial_bank(self, spec: RunSpec) -> int:
         """S_0, the empty bank (grpo) or a copy of S_0 with the arm's q; its alias points at it."""
-        registry = self._registry("operator")
+        registry = self.session.registry("operator")
         s0 = registry.get_bank(self.state.get("s0_bank_id"))
         if spec.arm.initial_bank == "s0" and spec.arm.q is None:
             bank_id = s0.id
@@ -225,40 +220,18 @@ class Experiment(Demo):
         self.state.finish("base test")
 
     def test_all(self) -> None:
+        """Every run's final checkpoint bare and with its final bank, with A/A copies, merged
+        with the base test; then the confirmation step when the runs kept confirmation tasks."""
         finals = self.finals()
-        reference = self.specs[0]
-        conditions = []
-        tested_as = same_weights_checkpoints(finals)
-        for spec in self.specs:
-            final = finals[spec.name]
-            conditions += [
-                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
-                {
-                    "name": spec.bank,
-                    "checkpoint_id": tested_as[spec.name],
-                    "bank_id": final["bank_id"],
-                },
-            ]
-        # A/A copies: every run with its bank (an arm's copies pool like its runs)
-        originals = [c for c in conditions if "bank_id" in c]
-        copies = [aa_condition(c) for c in originals]
-        body = {
-            "conditions": with_samples([*conditions, *copies], self.test_samples),
-            "split": "test",
-            "n_tasks": self.options.test_tasks,
-            "comparisons": [
-                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
-            ],
-        }
-        self.evaluate("trained test", body, TRAINED_TEST_FILE)
+        conditions = self.final_conditions(finals)
+        self.evaluate("trained test", self.trained_test_body(conditions), TRAINED_TEST_FILE)
         merged = merge_reports(
             json.loads((self.run_dir / BASE_TEST_FILE).read_text()),
             json.loads((self.run_dir / TRAINED_TEST_FILE).read_text()),
         )
         (self.run_dir / TEST_FILE).write_text(json.dumps(merged, indent=1))
-        confirm = (
-            finals[reference.name]["record"].get("validation", {}).get("confirmation_task_ids")
-        )
+        record = finals[self.specs[0].name]["record"]
+        confirm = record.get("validation", {}).get("confirmation_task_ids")
         if confirm:
             body = {
                 "conditions": conditions,
@@ -269,12 +242,42 @@ class Experiment(Demo):
             self.evaluate("confirm", body, CONFIRM_FILE)
         self.state.finish("test")
 
+    def final_conditions(self, finals: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per run, bare and with its final bank, under the checkpoint its weights are tested as."""
+        tested_as = same_weights_checkpoints(finals)
+        return [
+            condition
+            for spec in self.specs
+            for condition in (
+                {"name": spec.bare, "checkpoint_id": tested_as[spec.name]},
+                {
+                    "name": spec.bank,
+                    "checkpoint_id": tested_as[spec.name],
+                    "bank_id": finals[spec.name]["bank_id"],
+                },
+            )
+        ]
+
+    def trained_test_body(self, conditions: list[dict[str, Any]]) -> dict[str, Any]:
+        """The conditions and an A/A copy of every run with its bank (an arm's copies pool like
+        its runs), each compared with its original."""
+        originals = [c for c in conditions if "bank_id" in c]
+        copies = [aa_condition(c) for c in originals]
+        return {
+            "conditions": with_samples([*conditions, *copies], self.test_samples),
+            "split": "test",
+            "n_tasks": self.options.test_tasks,
+            "comparisons": [
+                [aa["name"], c["name"]] for aa, c in zip(copies, originals, strict=True)
+            ],
+        }
+
     def evaluate(self, name: str, body: dict[str, Any], path: str) -> None:
         if self.state.done(name):
             return
         n = len(body.get("task_ids") or []) or body.get("n_tasks")
         self.display.phase("test", f"{name}: {len(body['conditions'])} conditions x {n} tasks")
-        result = self.evaluation(name, body)
+        result = self.session.evaluation(name, body)
         target = self.run_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(result, indent=1))
@@ -288,7 +291,7 @@ class Experiment(Demo):
         from shared.contracts.registry_api.client import NotFound
         from shared.contracts.registry_api.schemas import GateKind
 
-        registry = self._registry("reader")
+        registry = self.session.registry("reader")
         gates = registry.list_gate_runs(kind=GateKind.gate_a)
         gate_a = None
         if gates:
@@ -326,7 +329,7 @@ class Experiment(Demo):
         from shared.apps.experiment.report import write_report
 
         self.display.phase("report", "comparison.json, comparison.md, figures")
-        registry = self._registry("reader")
+        registry = self.session.registry("reader")
         finals = self.finals()
         runs = [
             run_facts(
