@@ -374,3 +374,56 @@ def test_one_after_a_name_is_a_product_only_after_a_determiner(text, leak):
 def test_a_sentence_about_brands_after_the_word_does_not_make_it_a_name():
     gold = replace(VACUUM, brands_seen=("Beats",))
     assert "gold_brand" not in rules("Beats per minute do not matter. Check the brand.", gold)
+
+
+# -- a colour option translated into Chinese: read as the CSS colour CC-CEDICT glosses it as,
+#    then judged as the English name is (a long option anywhere, a short one where chosen)
+COLOURS = replace(VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green"))
+
+
+@pytest.mark.parametrize(
+    ("chinese", "english", "reading"),
+    [
+        ("墨绿色的外观很耐看", "the forest green finish looks good",
+         "墨绿色 → forest green = forest green"),
+        ("选海军蓝", "pick navy blue", "海军 → navy = navy"),  # a short option chosen
+        ("颜色：红色", "colour: red", "红色 → red = red"),  # after the word for colour
+        ("红色款", "the red model", "红色 → red = red"),  # before an option noun
+        ("优先选灰色", "prefer gray", "灰色 → gray = grey"),  # US spelling of the UK option
+        ("幽绿很耐看", "dark sea green looks good", "幽绿 → dark sea green = sea green"),
+    ],
+)  # fmt: skip
+def test_a_colour_option_in_chinese_is_a_leak_as_in_english(chinese, english, reading):
+    found = [f for f in find_leaks(chinese, gold=COLOURS) if f.rule == "gold_option"]
+    assert [f.reading for f in found] == [reading]
+    assert "gold_option" in rules(english, COLOURS)
+
+
+@pytest.mark.parametrize(
+    ("chinese", "english"),
+    [
+        ("深绿色更耐脏", "dark green hides dirt better"),  # 深绿 is dark green, not forest green
+        ("海军蓝的评价很多", "navy blue has many reviews"),  # a short option not chosen
+        ("红色标签表示促销", "a red label marks a sale"),  # a colour word in ordinary advice
+        ("选紫色", "pick purple"),  # a colour chosen that is not the gold's
+        ("选殷红", "pick dark red"),  # a short option inside another name (殷红 is dark red)
+        ("小米红米手机", "xiaomi redmi phones"),  # 红 alone is no colour word (红米 is Redmi)
+    ],
+)
+def test_a_chinese_colour_that_is_not_the_gold_option_is_admitted_as_in_english(chinese, english):
+    gold = replace(COLOURS, brands_seen=("Shark",))
+    assert not find_leaks(chinese, gold=gold), find_leaks(chinese, gold=gold)
+    assert not find_leaks(english, gold=gold), find_leaks(english, gold=gold)
+
+
+def test_the_chinese_colour_table_holds_css_colour_names_from_its_dictionary():
+    import webcolors
+
+    from shared.runtime.leak.chinese_colours import COLOUR_WORDS, colour_words
+
+    css = set(webcolors.names("css3"))
+    assert all(name.replace(" ", "") in css for names in COLOUR_WORDS.values() for name in names)
+    assert COLOUR_WORDS["墨绿"] == ("dark green", "forest green")  # CC-CEDICT's two glosses
+    assert all(len(word) >= 2 for word in COLOUR_WORDS)  # no single character (金额, 白天)
+    (word,) = colour_words("金额不限，选墨绿色")
+    assert (word.written, word.chosen) == ("墨绿色", True)

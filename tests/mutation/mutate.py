@@ -68,6 +68,7 @@ TARGETS: dict[str, Target] = {
             "shared/runtime/leak/numbers.py",
             "shared/runtime/leak/catalog.py",
             "shared/runtime/leak/chinese_numerals.py",
+            "shared/runtime/leak/chinese_colours.py",
         ),
         (
             "tests/contracts/test_leak.py",
