@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from shared.runtime.leak import GoldFacts, find_leaks, reason
+from shared.runtime.leak import GoldFacts, canonical, find_leaks, reason
 from shared.runtime.leak.catalog import CatalogIndex
 
 # An English gold: a vacuum bought, cordless sticks and uprights seen on the way.
@@ -427,3 +427,71 @@ def test_the_chinese_colour_table_holds_css_colour_names_from_its_dictionary():
     assert all(len(word) >= 2 for word in COLOUR_WORDS)  # no single character (金额, 白天)
     (word,) = colour_words("金额不限，选墨绿色")
     assert (word.written, word.chosen) == ("墨绿色", True)
+
+
+# -- a Latin name heard in kana or Chinese characters: the rules of canonical._merged and
+#    SoundShape, each pinned by a name that needs it and by a near miss it must not take
+@pytest.mark.parametrize(
+    ("text", "brand", "leak"),
+    [
+        ("ビッセルを選ぶ", "Bissell", True),  # bisseru: doubled letters heard once
+        ("サムスンを選ぶ", "Samsung", True),  # samusun: a final ng heard as n
+        ("マノを選ぶ", "Mango", False),  # mano: an ng before a vowel keeps its g
+        ("ヤマハを選ぶ", "Yamaha", True),  # a y before a vowel at the start is a consonant
+        ("アマハを選ぶ", "Yamaha", False),  # so amaha is not Yamaha
+        ("靴下は sock で検索する", "Shark", False),  # only kana words are read as kana
+    ],
+)
+def test_a_name_is_heard_in_kana_by_its_consonants_in_order(text, brand, leak):
+    assert bool(find_leaks(text, gold=GoldFacts(brands_seen=(brand,)))) is leak
+
+
+def test_a_name_is_heard_in_chinese_characters_when_half_its_vowel_groups_agree():
+    # 戴森 dai sen for Dyson: the shape tVsVn, y/ai agree (y counts as i), o/e do not: 1 of 2
+    (finding,) = find_leaks("选戴森吸尘器", gold=GoldFacts(brands_seen=("Dyson",)))
+    assert finding.reading == "戴森 → dai sen ≈ dyson"  # the characters' pinyin, spaced
+    heard = canonical.SoundShape
+    assert heard("sVn", ("y",)).heard_as(heard("sVn", ("i",)))  # y counts as i, either side
+    assert heard("sVn", ("i",)).heard_as(heard("sVn", ("y",)))
+    assert not heard("sVn", ("a",)).heard_as(heard("sVn", ("i",)))
+    assert not heard("sVnVk", ("a", "o", "u")).heard_as(heard("sVnVk", ("a", "i", "e")))  # 1 of 3
+    assert not heard("sVn", ("o",)).heard_as(heard("sVk", ("o",)))  # another shape
+    # a last vowel dropped: the same shape with fewer vowel groups is compared pair by pair
+    assert canonical.sound_shape("suo en").heard_as(canonical.sound_shape("sony"))
+
+
+def test_the_catalog_reads_categories_outside_the_shopsim_vocabulary():
+    from types import SimpleNamespace
+
+    products = [
+        SimpleNamespace(title="Reef Nova tank", asin="B0AAAA1111", category="Aquascaping"),
+        SimpleNamespace(title="Reef Vela tank", asin="B0BBBB2222", category="Aquascaping"),
+    ]
+    index = CatalogIndex.of_products(products)
+    assert index.title_count == 2 and index.title_frequency["reef"] == 2
+    assert index.product_ids == {"b0aaaa1111", "b0bbbb2222"}
+    assert "aquascaping" in index.category_words and index.is_common("aquascaping")
+    data = [{"product_id": p.asin, "title": p.title, "category": p.category} for p in products]
+    assert "aquascaping" in CatalogIndex.from_json(data).category_words
+
+
+def test_a_word_is_common_from_one_percent_of_the_titles_and_two_at_least():
+    titles = [f"Item {n} plain" for n in range(250)]  # 1 % of 250 titles is 2.5: 3 titles
+    index = CatalogIndex.build([*titles[:247], *(f"Nova {t}" for t in titles[247:])], [])
+    assert index.is_common("nova")  # in 3 of 250
+    index = CatalogIndex.build([*titles[:248], *(f"Nova {t}" for t in titles[248:])], [])
+    assert not index.is_common("nova")  # in 2 of 250
+    small = CatalogIndex.build(["Nova lamp", "Nova fan", "Vela lamp", "Orla desk"], [])
+    assert small.is_common("nova") and not small.is_common("vela")  # two at least
+    twice = CatalogIndex.build(["Vela lamp", "Vela lamp", "Orla desk"], [])
+    assert twice.title_count == 2 and not twice.is_common("vela")  # one title, listed twice
+
+
+def test_a_refused_catalog_is_named_in_the_message():
+    with pytest.raises(ValueError, match=r"^gold\.catalog must be a list of objects$"):
+        CatalogIndex.from_json("all of it")
+
+
+def test_a_capitalized_brand_after_a_capital_x_is_inside_its_sentence():
+    gold = GoldFacts(brands_seen=("Beats",))
+    assert "gold_brand" in rules("Through the AUX Beats wins on sound", gold)
