@@ -495,3 +495,37 @@ def test_a_refused_catalog_is_named_in_the_message():
 def test_a_capitalized_brand_after_a_capital_x_is_inside_its_sentence():
     gold = GoldFacts(brands_seen=("Beats",))
     assert "gold_brand" in rules("Through the AUX Beats wins on sound", gold)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "text", "shown"),
+    [
+        ("task-000318", "see case 318", "318"),  # a number of 3+ digits, its zeros dropped
+        ("task-042", "see case 042", "042"),  # a shorter one only as written with its zeros
+    ],
+)
+def test_the_task_number_alone_is_found_and_shown_as_it_counts(task_id, text, shown):
+    assert [f.text for f in find_leaks(text, gold=GoldFacts(task_id=task_id))] == [shown]
+    assert not find_leaks("see case 42", gold=GoldFacts(task_id="task-042"))
+
+
+def test_a_model_code_of_five_characters_counts_glued_to_other_text():
+    assert "gold_model_number" in rules("the KX720s are fine")  # KX720: 5 characters
+
+
+def test_a_short_css_hex_is_the_colour_it_doubles():
+    gold = GoldFacts(gold_options=("Red",))
+    (finding,) = find_leaks("use the #F00 swatch", gold=gold)  # #f00 is #ff0000, red
+    assert finding.reading == "#ff0000 = red"
+
+
+def test_a_catalog_id_written_with_separators_is_read_folded():
+    # another product's id holds X7R2M once its dash is dropped: not distinctive of the gold
+    catalog = CatalogIndex.build([], [*VACUUM.product_ids, "B0ZZZX7-R2M"])
+    assert "product_id" not in rules("the id ends in X7R2M", replace(VACUUM, catalog=catalog))
+
+
+def test_a_name_is_looked_for_in_as_many_characters_as_its_syllables_or_one_more():
+    gold = GoldFacts(brands_seen=("Sony",))  # two syllables: 2 or 3 characters
+    assert find_leaks("选索欧尼", gold=gold)  # suo ou ni, three characters: sVn
+    assert not find_leaks("选索欧鹅尼", gold=gold)  # suo ou e ni is sVn too, but four
