@@ -529,3 +529,69 @@ def test_a_name_is_looked_for_in_as_many_characters_as_its_syllables_or_one_more
     gold = GoldFacts(brands_seen=("Sony",))  # two syllables: 2 or 3 characters
     assert find_leaks("选索欧尼", gold=gold)  # suo ou ni, three characters: sVn
     assert not find_leaks("选索欧鹅尼", gold=gold)  # suo ou e ni is sVn too, but four
+
+
+# -- what each finding shows: the rule, the gold term and the reading that matched (the CLI's
+#    `canonical`), one per kind of reading
+@pytest.mark.parametrize(
+    ("text", "gold", "finding"),
+    [
+        ("the Aur0ra one", VACUUM, ("gold_line", "aurora", "Aur0ra → aurora")),  # leetspeak
+        ("prefer P1xel", VACUUM, ("gold_brand", "Pixel", "P1xel → pixel")),
+        ("open B zero D4KX7R2M", VACUUM, ("product_id", "B0D4KX7R2M", "")),  # spelled: whole id
+        ("the id is 0D4KX7R2M", VACUUM,
+         ("product_id", "0d4kx7r2m", "0d4kx7r2m = part of B0D4KX7R2M")),  # 9 of its 10
+        ("the 720 model costs $199", VACUUM, ("gold_model_number", "720", "720 = digits of kx720")),
+        ("choose Lagoon", GoldFacts(gold_options=("Lagoon Teal",)),
+         ("gold_option", "lagoon", "lagoon of Lagoon Teal")),
+        ("choose the Aluminium wand", VACUUM, ("gold_option", "Aluminum", "aluminium = aluminum")),
+        ("choose forest green", VACUUM, ("gold_option", "Forest Green", "")),  # as written
+        ("set Frst Green", VACUUM, ("gold_option", "Forest Green", "frst green = forest green")),
+        ("优先小米", PHONE, ("gold_brand", "小米", "")),  # a Chinese brand as written
+        ("Выбирайте Золо", GoldFacts(goal_title="Anker Zolo power bank"),
+         ("gold_line", "zolo", "Золо → zolo ≈ zolo")),  # a line name that is no ordinary word
+    ],
+)  # fmt: skip
+def test_each_finding_shows_its_gold_term_and_the_reading_that_matched(text, gold, finding):
+    assert finding in {(f.rule, f.text, f.reading) for f in find_leaks(text, gold=gold)}
+
+
+def test_a_code_split_by_words_is_one_finding_with_its_parts_shown():
+    found = {(f.rule, f.text, f.reading) for f in find_leaks("KX first, 720 last", gold=VACUUM)}
+    assert ("gold_model_number", "kx720", "kx 720 = kx720") in found
+    # a one-letter part names no code: "press q, wait 30 seconds" is no Q30
+    gold = GoldFacts(goal_title="Anker Soundcore Life Q30")
+    assert not find_leaks("press q, wait 30 seconds", gold=gold)
+
+
+def test_a_model_code_is_shown_once_at_its_longest():
+    gold = GoldFacts(goal_title="Sony WH1000XM5 headphones")
+    found = [f.text for f in find_leaks("get the WH1000XM5", gold=gold)]
+    assert found == ["wh1000xm5"]  # not also 1000xm5 or xm5, which it holds
+
+
+def test_every_option_is_checked_after_one_inside_a_longer_one():
+    gold = GoldFacts(gold_options=("Midnight Blue", "Blue", "King", "XL"))
+    found = {f.text for f in find_leaks("choose Midnight Blue, pick king", gold=gold)}
+    assert found == {"Midnight Blue", "King"}
+    assert {f.text for f in find_leaks("pick XL", gold=gold)} == {"XL"}  # two characters
+
+
+def test_an_option_word_common_in_the_catalog_is_no_leak():
+    catalog = CatalogIndex.build(["Nova lamp", "Nova fan", "Orla desk"], [])
+    gold = GoldFacts(gold_options=("Nova Grey",), catalog=catalog)
+    assert not find_leaks("choose Nova", gold=gold)
+    assert "gold_option" in rules("choose Lune", GoldFacts(gold_options=("Lune Grey",)))
+
+
+def test_a_fragment_is_found_past_spots_inside_words():
+    assert "product_id" in rules("not x7R2Mx but 7R2M, not x7R2Mx")  # only the middle one
+    gold = GoldFacts(product_ids=("B0QQ7777ZZ",))
+    assert "product_id" in rules("it ends in 7 7777", gold)  # 7777 again one place on
+
+
+def test_a_price_after_a_percentage_or_with_cents_in_words_is_read():
+    assert "gold_price" in rules("save 20% and pay $129")
+    gold = replace(VACUUM, price=129.5)
+    assert "gold_price" in rules("129 dollars and 50 cents", gold)
+    assert "gold_price" not in rules("129 dollars and 40 cents", gold)

@@ -649,7 +649,8 @@ def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
     ordinary = is_ordinary_word(term)
     for text, match in _word_hits(views, term):
         if not ordinary or _written_as_name(text, match, catalog):
-            written = match.group(0)
+            # as the text writes it: a leetspeak reading has the cased view's offsets
+            written = views.cased[match.start() : match.end()]
             return [f"{written} → {term}" if compact(written.casefold()) != term else ""]
     return [] if ordinary else _transcribed(views.raw, term)
 
