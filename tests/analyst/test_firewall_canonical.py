@@ -595,3 +595,34 @@ def test_a_price_after_a_percentage_or_with_cents_in_words_is_read():
     gold = replace(VACUUM, price=129.5)
     assert "gold_price" in rules("129 dollars and 50 cents", gold)
     assert "gold_price" not in rules("129 dollars and 40 cents", gold)
+
+
+@pytest.mark.parametrize(
+    ("text", "price", "leak"),
+    [
+        ("it costs five under 100", 95.4, True),  # a computed whole amount: to the unit
+        ("the one-twenty-nine one", 129.4, True),  # a spoken whole amount likewise
+        ("just under 60", 59.5, False),  # 59.99 has cents: to the cent only
+        ("twelve ninety-nine at checkout", 12.5, False),  # 12.99 likewise
+    ],
+)
+def test_computed_and_spoken_amounts_keep_the_tolerance_of_written_ones(text, price, leak):
+    assert ("gold_price" in rules(text, replace(VACUUM, price=price))) is leak
+
+
+@pytest.mark.parametrize(
+    ("text", "price", "shown"),
+    [
+        ("pay just under 60", 59.99, "just under 60"),
+        ("the one-twenty-nine one", 129.0, "one-twenty-nine"),  # read as 129
+        ("twelve ninety-nine at checkout", 12.99, "twelve ninety-nine"),  # read as 12.99
+    ],
+)
+def test_a_computed_or_spoken_price_is_shown_whole(text, price, shown):
+    found = find_leaks(text, gold=replace(VACUUM, price=price))
+    assert [f.text for f in found if f.rule == "gold_price"] == [shown]
+
+
+@pytest.mark.parametrize("text", ["pay 720 minus 1", "just under 720", "it costs $720"])
+def test_a_code_s_digits_written_as_an_amount_are_the_amount(text):
+    assert "gold_model_number" not in rules(text)

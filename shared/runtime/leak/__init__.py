@@ -330,7 +330,7 @@ class _Views:
     @classmethod
     def of(cls, text: str) -> _Views:
         cased = _fold(text)
-        norm = re.sub(r"\s+", " ", cased.casefold()).strip()
+        norm = cased.casefold()  # _fold collapsed and stripped the whitespace already
         raw = unicodedata.normalize("NFKC", decode(text))
         return cls(norm, cased, compact(norm), canonical.leet_readings(cased), raw)
 
