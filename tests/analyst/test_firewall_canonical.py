@@ -389,6 +389,7 @@ COLOURS = replace(VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "
         ("选海军蓝", "pick navy blue", "海军 → navy = navy"),  # a short option chosen
         ("颜色：红色", "colour: red", "红色 → red = red"),  # after the word for colour
         ("红色款", "the red model", "红色 → red = red"),  # before an option noun
+        ("红色的款式", "the red style", "红色 → red = red"),  # 的 between them
         ("优先选灰色", "prefer gray", "灰色 → gray = grey"),  # US spelling of the UK option
         ("幽绿很耐看", "dark sea green looks good", "幽绿 → dark sea green = sea green"),
     ],
