@@ -378,7 +378,9 @@ def test_a_sentence_about_brands_after_the_word_does_not_make_it_a_name():
 
 # -- a colour option translated into Chinese: read as the CSS colour CC-CEDICT glosses it as,
 #    then judged as the English name is (a long option anywhere, a short one where chosen)
-COLOURS = replace(VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green"))
+COLOURS = replace(
+    VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green", "Sky Blue")
+)
 
 
 @pytest.mark.parametrize(
@@ -392,6 +394,7 @@ COLOURS = replace(VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "
         ("红色的款式", "the red style", "红色 → red = red"),  # 的 between them
         ("优先选灰色", "prefer gray", "灰色 → gray = grey"),  # US spelling of the UK option
         ("幽绿很耐看", "dark sea green looks good", "幽绿 → dark sea green = sea green"),
+        ("choose 天蓝色", "choose sky blue", "天蓝色 → sky blue = sky blue"),  # 天蓝 of 天蓝色
     ],
 )  # fmt: skip
 def test_a_colour_option_in_chinese_is_a_leak_as_in_english(chinese, english, reading):
@@ -548,6 +551,10 @@ def test_a_name_is_looked_for_in_as_many_characters_as_its_syllables_or_one_more
         ("choose the Aluminium wand", VACUUM, ("gold_option", "Aluminum", "aluminium = aluminum")),
         ("choose forest green", VACUUM, ("gold_option", "Forest Green", "")),  # as written
         ("set Frst Green", VACUUM, ("gold_option", "Forest Green", "frst green = forest green")),
+        ("pick king", VACUUM, ("gold_option", "King", "")),  # a short option as written
+        ("prefer gray", GoldFacts(gold_options=("Grey",)), ("gold_option", "Grey", "gray = grey")),
+        ("选天蓝色的", GoldFacts(gold_options=("Azure",)),
+         ("gold_option", "Azure", "天蓝色 → azure = azure")),  # the whole word's own name
         ("优先小米", PHONE, ("gold_brand", "小米", "")),  # a Chinese brand as written
         ("Выбирайте Золо", GoldFacts(goal_title="Anker Zolo power bank"),
          ("gold_line", "zolo", "Золо → zolo ≈ zolo")),  # a line name that is no ordinary word

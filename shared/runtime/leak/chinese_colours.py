@@ -5,10 +5,11 @@ in English.
 The words and their names come from `chinese_colours.json`, derived from CC-CEDICT by
 `scripts/derive_chinese_colours.py` (every dictionary word of 2-4 characters glossed as a CSS
 colour name): no library the firewall uses holds Chinese colour names. A word is read at its
-longest (海军 in 海军蓝, the 蓝 left over is no word alone), with a 色 after it ("colour") taken
-into it. Whether the text *chooses* the colour is read from the Chinese words around it, as the
-English rules read "pick red" or "the red model": a word of choosing before it, or an option noun
-after it.
+longest, with the names of the shorter words it starts with (天蓝色 azure, 天蓝 sky blue; 海军
+in 海军蓝, the 蓝 left over is no word alone), and a 色 after it ("colour") taken into it.
+Whether the text *chooses* the colour is read from the Chinese words around it, as the English
+rules read "pick red" or "the red model": a word of choosing before it, or an option noun after
+it.
 """
 
 from __future__ import annotations
@@ -44,28 +45,29 @@ class ColourWord:
 
 @lru_cache(maxsize=1024)
 def colour_words(text: str) -> tuple[ColourWord, ...]:
-    """Every Chinese colour word of `text`, longest first at each place."""
+    """Every Chinese colour word of `text`, written at its longest, with the names of every
+    dictionary word that starts there (天蓝色 is azure, and its 天蓝 sky blue)."""
     found, at = [], 0
     while at < len(text):
-        word = _word_at(text, at)
-        if not word:
+        words = _words_at(text, at)
+        if not words:
             at += 1
             continue
-        end = at + len(word)
-        if not word.endswith("色") and text.startswith("色", end):
+        end = at + len(words[0])
+        if not words[0].endswith("色") and text.startswith("色", end):
             end += 1
-        found.append(ColourWord(text[at:end], COLOUR_WORDS[word], _chosen(text, at, end)))
+        names = tuple(dict.fromkeys(name for word in words for name in COLOUR_WORDS[word]))
+        found.append(ColourWord(text[at:end], names, _chosen(text, at, end)))
         at = end
     return tuple(found)
 
 
-def _word_at(text: str, at: int) -> str:
+def _words_at(text: str, at: int) -> list[str]:
+    """The dictionary's colour words that start at `at`, longest first."""
     if not _HAN.match(text, at):
-        return ""
-    for size in range(_LONGEST, 1, -1):
-        if text[at : at + size] in COLOUR_WORDS:
-            return text[at : at + size]
-    return ""
+        return []
+    spans = (text[at : at + size] for size in range(_LONGEST, 1, -1))
+    return [span for span in spans if span in COLOUR_WORDS]
 
 
 def _chosen(text: str, start: int, end: int) -> bool:
