@@ -379,7 +379,8 @@ def test_a_sentence_about_brands_after_the_word_does_not_make_it_a_name():
 # -- a colour option translated into Chinese: read as the CSS colour CC-CEDICT glosses it as,
 #    then judged as the English name is (a long option anywhere, a short one where chosen)
 COLOURS = replace(
-    VACUUM, gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green", "Sky Blue")
+    VACUUM,
+    gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green", "Sky Blue", "Salmon"),
 )
 
 
@@ -395,6 +396,9 @@ COLOURS = replace(
         ("优先选灰色", "prefer gray", "灰色 → gray = grey"),  # US spelling of the UK option
         ("幽绿很耐看", "dark sea green looks good", "幽绿 → dark sea green = sea green"),
         ("choose 天蓝色", "choose sky blue", "天蓝色 → sky blue = sky blue"),  # 天蓝 of 天蓝色
+        ("鲑鱼色很好看", "salmon looks good", "鲑鱼色 → salmon = salmon"),  # 6 letters: anywhere
+        ("海军蓝的评价多，但选红色", "navy blue is well reviewed, but pick red",
+         "红色 → red = red"),  # a colour not chosen, then the gold's chosen
     ],
 )  # fmt: skip
 def test_a_colour_option_in_chinese_is_a_leak_as_in_english(chinese, english, reading):
@@ -634,3 +638,8 @@ def test_a_computed_or_spoken_price_is_shown_whole(text, price, shown):
 @pytest.mark.parametrize("text", ["pay 720 minus 1", "just under 720", "it costs $720"])
 def test_a_code_s_digits_written_as_an_amount_are_the_amount(text):
     assert "gold_model_number" not in rules(text)
+
+
+def test_an_option_of_six_characters_is_read_whole_and_by_its_distinctive_words():
+    gold = GoldFacts(gold_options=("Nova XL",))  # novaxl: 6 characters, not a short option
+    assert {f.text for f in find_leaks("choose Nova", gold=gold)} == {"nova"}
