@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from shared.runtime.leak import GoldFacts, find_leaks, reason
+from shared.runtime.leak import GoldFacts, canonical, find_leaks, reason
 from shared.runtime.leak.catalog import CatalogIndex
 
 # An English gold: a vacuum bought, cordless sticks and uprights seen on the way.
@@ -374,3 +374,272 @@ def test_one_after_a_name_is_a_product_only_after_a_determiner(text, leak):
 def test_a_sentence_about_brands_after_the_word_does_not_make_it_a_name():
     gold = replace(VACUUM, brands_seen=("Beats",))
     assert "gold_brand" not in rules("Beats per minute do not matter. Check the brand.", gold)
+
+
+# -- a colour option translated into Chinese: read as the CSS colour CC-CEDICT glosses it as,
+#    then judged as the English name is (a long option anywhere, a short one where chosen)
+COLOURS = replace(
+    VACUUM,
+    gold_options=("Forest Green", "Navy", "Red", "Grey", "Sea Green", "Sky Blue", "Salmon"),
+)
+
+
+@pytest.mark.parametrize(
+    ("chinese", "english", "reading"),
+    [
+        ("墨绿色的外观很耐看", "the forest green finish looks good",
+         "墨绿色 → forest green = forest green"),
+        ("选海军蓝", "pick navy blue", "海军 → navy = navy"),  # a short option chosen
+        ("颜色：红色", "colour: red", "红色 → red = red"),  # after the word for colour
+        ("红色款", "the red model", "红色 → red = red"),  # before an option noun
+        ("红色的款式", "the red style", "红色 → red = red"),  # 的 between them
+        ("优先选灰色", "prefer gray", "灰色 → gray = grey"),  # US spelling of the UK option
+        ("幽绿很耐看", "dark sea green looks good", "幽绿 → dark sea green = sea green"),
+        ("choose 天蓝色", "choose sky blue", "天蓝色 → sky blue = sky blue"),  # 天蓝 of 天蓝色
+        ("鲑鱼色很好看", "salmon looks good", "鲑鱼色 → salmon = salmon"),  # 6 letters: anywhere
+        ("海军蓝的评价多，但选红色", "navy blue is well reviewed, but pick red",
+         "红色 → red = red"),  # a colour not chosen, then the gold's chosen
+    ],
+)  # fmt: skip
+def test_a_colour_option_in_chinese_is_a_leak_as_in_english(chinese, english, reading):
+    found = [f for f in find_leaks(chinese, gold=COLOURS) if f.rule == "gold_option"]
+    assert [f.reading for f in found] == [reading]
+    assert "gold_option" in rules(english, COLOURS)
+
+
+@pytest.mark.parametrize(
+    ("chinese", "english"),
+    [
+        ("深绿色更耐脏", "dark green hides dirt better"),  # 深绿 is dark green, not forest green
+        ("海军蓝的评价很多", "navy blue has many reviews"),  # a short option not chosen
+        ("红色标签表示促销", "a red label marks a sale"),  # a colour word in ordinary advice
+        ("选紫色", "pick purple"),  # a colour chosen that is not the gold's
+        ("选殷红", "pick dark red"),  # a short option inside another name (殷红 is dark red)
+        ("小米红米手机", "xiaomi redmi phones"),  # 红 alone is no colour word (红米 is Redmi)
+    ],
+)
+def test_a_chinese_colour_that_is_not_the_gold_option_is_admitted_as_in_english(chinese, english):
+    gold = replace(COLOURS, brands_seen=("Shark",))
+    assert not find_leaks(chinese, gold=gold), find_leaks(chinese, gold=gold)
+    assert not find_leaks(english, gold=gold), find_leaks(english, gold=gold)
+
+
+def test_the_chinese_colour_table_holds_css_colour_names_from_its_dictionary():
+    import webcolors
+
+    from shared.runtime.leak.chinese_colours import COLOUR_WORDS, colour_words
+
+    css = set(webcolors.names("css3"))
+    assert all(name.replace(" ", "") in css for names in COLOUR_WORDS.values() for name in names)
+    assert COLOUR_WORDS["墨绿"] == ("dark green", "forest green")  # CC-CEDICT's two glosses
+    assert all(len(word) >= 2 for word in COLOUR_WORDS)  # no single character (金额, 白天)
+    (word,) = colour_words("金额不限，选墨绿色")
+    assert (word.written, word.chosen) == ("墨绿色", True)
+
+
+# -- a Latin name heard in kana or Chinese characters: the rules of canonical._merged and
+#    SoundShape, each pinned by a name that needs it and by a near miss it must not take
+@pytest.mark.parametrize(
+    ("text", "brand", "leak"),
+    [
+        ("ビッセルを選ぶ", "Bissell", True),  # bisseru: doubled letters heard once
+        ("サムスンを選ぶ", "Samsung", True),  # samusun: a final ng heard as n
+        ("マノを選ぶ", "Mango", False),  # mano: an ng before a vowel keeps its g
+        ("ヤマハを選ぶ", "Yamaha", True),  # a y before a vowel at the start is a consonant
+        ("アマハを選ぶ", "Yamaha", False),  # so amaha is not Yamaha
+        ("靴下は sock で検索する", "Shark", False),  # only kana words are read as kana
+    ],
+)
+def test_a_name_is_heard_in_kana_by_its_consonants_in_order(text, brand, leak):
+    assert bool(find_leaks(text, gold=GoldFacts(brands_seen=(brand,)))) is leak
+
+
+def test_a_name_is_heard_in_chinese_characters_when_half_its_vowel_groups_agree():
+    # 戴森 dai sen for Dyson: the shape tVsVn, y/ai agree (y counts as i), o/e do not: 1 of 2
+    (finding,) = find_leaks("选戴森吸尘器", gold=GoldFacts(brands_seen=("Dyson",)))
+    assert finding.reading == "戴森 → dai sen ≈ dyson"  # the characters' pinyin, spaced
+    heard = canonical.SoundShape
+    assert heard("sVn", ("y",)).heard_as(heard("sVn", ("i",)))  # y counts as i, either side
+    assert heard("sVn", ("i",)).heard_as(heard("sVn", ("y",)))
+    assert not heard("sVn", ("a",)).heard_as(heard("sVn", ("i",)))
+    assert not heard("sVnVk", ("a", "o", "u")).heard_as(heard("sVnVk", ("a", "i", "e")))  # 1 of 3
+    assert not heard("sVn", ("o",)).heard_as(heard("sVk", ("o",)))  # another shape
+    # a last vowel dropped: the same shape with fewer vowel groups is compared pair by pair
+    assert canonical.sound_shape("suo en").heard_as(canonical.sound_shape("sony"))
+
+
+def test_the_catalog_reads_categories_outside_the_shopsim_vocabulary():
+    from types import SimpleNamespace
+
+    products = [
+        SimpleNamespace(title="Reef Nova tank", asin="B0AAAA1111", category="Aquascaping"),
+        SimpleNamespace(title="Reef Vela tank", asin="B0BBBB2222", category="Aquascaping"),
+    ]
+    index = CatalogIndex.of_products(products)
+    assert index.title_count == 2 and index.title_frequency["reef"] == 2
+    assert index.product_ids == {"b0aaaa1111", "b0bbbb2222"}
+    assert "aquascaping" in index.category_words and index.is_common("aquascaping")
+    data = [{"product_id": p.asin, "title": p.title, "category": p.category} for p in products]
+    assert "aquascaping" in CatalogIndex.from_json(data).category_words
+
+
+def test_a_word_is_common_from_one_percent_of_the_titles_and_two_at_least():
+    titles = [f"Item {n} plain" for n in range(250)]  # 1 % of 250 titles is 2.5: 3 titles
+    index = CatalogIndex.build([*titles[:247], *(f"Nova {t}" for t in titles[247:])], [])
+    assert index.is_common("nova")  # in 3 of 250
+    index = CatalogIndex.build([*titles[:248], *(f"Nova {t}" for t in titles[248:])], [])
+    assert not index.is_common("nova")  # in 2 of 250
+    small = CatalogIndex.build(["Nova lamp", "Nova fan", "Vela lamp", "Orla desk"], [])
+    assert small.is_common("nova") and not small.is_common("vela")  # two at least
+    twice = CatalogIndex.build(["Vela lamp", "Vela lamp", "Orla desk"], [])
+    assert twice.title_count == 2 and not twice.is_common("vela")  # one title, listed twice
+
+
+def test_a_refused_catalog_is_named_in_the_message():
+    with pytest.raises(ValueError, match=r"^gold\.catalog must be a list of objects$"):
+        CatalogIndex.from_json("all of it")
+
+
+def test_a_capitalized_brand_after_a_capital_x_is_inside_its_sentence():
+    gold = GoldFacts(brands_seen=("Beats",))
+    assert "gold_brand" in rules("Through the AUX Beats wins on sound", gold)
+
+
+@pytest.mark.parametrize(
+    ("task_id", "text", "shown"),
+    [
+        ("task-000318", "see case 318", "318"),  # a number of 3+ digits, its zeros dropped
+        ("task-042", "see case 042", "042"),  # a shorter one only as written with its zeros
+    ],
+)
+def test_the_task_number_alone_is_found_and_shown_as_it_counts(task_id, text, shown):
+    assert [f.text for f in find_leaks(text, gold=GoldFacts(task_id=task_id))] == [shown]
+    assert not find_leaks("see case 42", gold=GoldFacts(task_id="task-042"))
+
+
+def test_a_model_code_of_five_characters_counts_glued_to_other_text():
+    assert "gold_model_number" in rules("the KX720s are fine")  # KX720: 5 characters
+
+
+def test_a_short_css_hex_is_the_colour_it_doubles():
+    gold = GoldFacts(gold_options=("Red",))
+    (finding,) = find_leaks("use the #F00 swatch", gold=gold)  # #f00 is #ff0000, red
+    assert finding.reading == "#ff0000 = red"
+
+
+def test_a_catalog_id_written_with_separators_is_read_folded():
+    # another product's id holds X7R2M once its dash is dropped: not distinctive of the gold
+    catalog = CatalogIndex.build([], [*VACUUM.product_ids, "B0ZZZX7-R2M"])
+    assert "product_id" not in rules("the id ends in X7R2M", replace(VACUUM, catalog=catalog))
+
+
+def test_a_name_is_looked_for_in_as_many_characters_as_its_syllables_or_one_more():
+    gold = GoldFacts(brands_seen=("Sony",))  # two syllables: 2 or 3 characters
+    assert find_leaks("选索欧尼", gold=gold)  # suo ou ni, three characters: sVn
+    assert not find_leaks("选索欧鹅尼", gold=gold)  # suo ou e ni is sVn too, but four
+
+
+# -- what each finding shows: the rule, the gold term and the reading that matched (the CLI's
+#    `canonical`), one per kind of reading
+@pytest.mark.parametrize(
+    ("text", "gold", "finding"),
+    [
+        ("the Aur0ra one", VACUUM, ("gold_line", "aurora", "Aur0ra → aurora")),  # leetspeak
+        ("prefer P1xel", VACUUM, ("gold_brand", "Pixel", "P1xel → pixel")),
+        ("open B zero D4KX7R2M", VACUUM, ("product_id", "B0D4KX7R2M", "")),  # spelled: whole id
+        ("the id is 0D4KX7R2M", VACUUM,
+         ("product_id", "0d4kx7r2m", "0d4kx7r2m = part of B0D4KX7R2M")),  # 9 of its 10
+        ("the 720 model costs $199", VACUUM, ("gold_model_number", "720", "720 = digits of kx720")),
+        ("choose Lagoon", GoldFacts(gold_options=("Lagoon Teal",)),
+         ("gold_option", "lagoon", "lagoon of Lagoon Teal")),
+        ("choose the Aluminium wand", VACUUM, ("gold_option", "Aluminum", "aluminium = aluminum")),
+        ("choose forest green", VACUUM, ("gold_option", "Forest Green", "")),  # as written
+        ("set Frst Green", VACUUM, ("gold_option", "Forest Green", "frst green = forest green")),
+        ("pick king", VACUUM, ("gold_option", "King", "")),  # a short option as written
+        ("prefer gray", GoldFacts(gold_options=("Grey",)), ("gold_option", "Grey", "gray = grey")),
+        ("选天蓝色的", GoldFacts(gold_options=("Azure",)),
+         ("gold_option", "Azure", "天蓝色 → azure = azure")),  # the whole word's own name
+        ("优先小米", PHONE, ("gold_brand", "小米", "")),  # a Chinese brand as written
+        ("Выбирайте Золо", GoldFacts(goal_title="Anker Zolo power bank"),
+         ("gold_line", "zolo", "Золо → zolo ≈ zolo")),  # a line name that is no ordinary word
+    ],
+)  # fmt: skip
+def test_each_finding_shows_its_gold_term_and_the_reading_that_matched(text, gold, finding):
+    assert finding in {(f.rule, f.text, f.reading) for f in find_leaks(text, gold=gold)}
+
+
+def test_a_code_split_by_words_is_one_finding_with_its_parts_shown():
+    found = {(f.rule, f.text, f.reading) for f in find_leaks("KX first, 720 last", gold=VACUUM)}
+    assert ("gold_model_number", "kx720", "kx 720 = kx720") in found
+    # a one-letter part names no code: "press q, wait 30 seconds" is no Q30
+    gold = GoldFacts(goal_title="Anker Soundcore Life Q30")
+    assert not find_leaks("press q, wait 30 seconds", gold=gold)
+
+
+def test_a_model_code_is_shown_once_at_its_longest():
+    gold = GoldFacts(goal_title="Sony WH1000XM5 headphones")
+    found = [f.text for f in find_leaks("get the WH1000XM5", gold=gold)]
+    assert found == ["wh1000xm5"]  # not also 1000xm5 or xm5, which it holds
+
+
+def test_every_option_is_checked_after_one_inside_a_longer_one():
+    gold = GoldFacts(gold_options=("Midnight Blue", "Blue", "King", "XL"))
+    found = {f.text for f in find_leaks("choose Midnight Blue, pick king", gold=gold)}
+    assert found == {"Midnight Blue", "King"}
+    assert {f.text for f in find_leaks("pick XL", gold=gold)} == {"XL"}  # two characters
+
+
+def test_an_option_word_common_in_the_catalog_is_no_leak():
+    catalog = CatalogIndex.build(["Nova lamp", "Nova fan", "Orla desk"], [])
+    gold = GoldFacts(gold_options=("Nova Grey",), catalog=catalog)
+    assert not find_leaks("choose Nova", gold=gold)
+    assert "gold_option" in rules("choose Lune", GoldFacts(gold_options=("Lune Grey",)))
+
+
+def test_a_fragment_is_found_past_spots_inside_words():
+    assert "product_id" in rules("not x7R2Mx but 7R2M, not x7R2Mx")  # only the middle one
+    gold = GoldFacts(product_ids=("B0QQ7777ZZ",))
+    assert "product_id" in rules("it ends in 7 7777", gold)  # 7777 again one place on
+
+
+def test_a_price_after_a_percentage_or_with_cents_in_words_is_read():
+    assert "gold_price" in rules("save 20% and pay $129")
+    gold = replace(VACUUM, price=129.5)
+    assert "gold_price" in rules("129 dollars and 50 cents", gold)
+    assert "gold_price" not in rules("129 dollars and 40 cents", gold)
+
+
+@pytest.mark.parametrize(
+    ("text", "price", "leak"),
+    [
+        ("it costs five under 100", 95.4, True),  # a computed whole amount: to the unit
+        ("the one-twenty-nine one", 129.4, True),  # a spoken whole amount likewise
+        ("just under 60", 59.5, False),  # 59.99 has cents: to the cent only
+        ("twelve ninety-nine at checkout", 12.5, False),  # 12.99 likewise
+    ],
+)
+def test_computed_and_spoken_amounts_keep_the_tolerance_of_written_ones(text, price, leak):
+    assert ("gold_price" in rules(text, replace(VACUUM, price=price))) is leak
+
+
+@pytest.mark.parametrize(
+    ("text", "price", "shown"),
+    [
+        ("pay just under 60", 59.99, "just under 60"),
+        ("the one-twenty-nine one", 129.0, "one-twenty-nine"),  # read as 129
+        ("twelve ninety-nine at checkout", 12.99, "twelve ninety-nine"),  # read as 12.99
+    ],
+)
+def test_a_computed_or_spoken_price_is_shown_whole(text, price, shown):
+    found = find_leaks(text, gold=replace(VACUUM, price=price))
+    assert [f.text for f in found if f.rule == "gold_price"] == [shown]
+
+
+@pytest.mark.parametrize("text", ["pay 720 minus 1", "just under 720", "it costs $720"])
+def test_a_code_s_digits_written_as_an_amount_are_the_amount(text):
+    assert "gold_model_number" not in rules(text)
+
+
+def test_an_option_of_six_characters_is_read_whole_and_by_its_distinctive_words():
+    gold = GoldFacts(gold_options=("Nova XL",))  # novaxl: 6 characters, not a short option
+    assert {f.text for f in find_leaks("choose Nova", gold=gold)} == {"nova"}

@@ -68,6 +68,7 @@ TARGETS: dict[str, Target] = {
             "shared/runtime/leak/numbers.py",
             "shared/runtime/leak/catalog.py",
             "shared/runtime/leak/chinese_numerals.py",
+            "shared/runtime/leak/chinese_colours.py",
         ),
         (
             "tests/contracts/test_leak.py",
@@ -252,13 +253,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REV",
         help="mutate the code as committed at REV (e.g. HEAD), not the working tree's edits",
     )
+    parser.add_argument(
+        "--functions",
+        nargs="+",
+        metavar="PATTERN",
+        help="mutmut names or patterns that replace the targets' own narrowing (e.g. the "
+        "survivors of an earlier report, to re-run them against new tests)",
+    )
     args = parser.parse_args(argv)
     RUNS.mkdir(parents=True, exist_ok=True)
     report = []
     for name in args.targets or list(TARGETS):
-        result = run_target(
-            name, TARGETS[name], args.minutes, args.tests_root.resolve(), args.code_at
-        )
+        target = TARGETS[name]
+        if args.functions:
+            target = replace(target, functions=tuple(args.functions))
+        result = run_target(name, target, args.minutes, args.tests_root.resolve(), args.code_at)
         report.append(result)
         rate = result.get("kill_rate")
         print(

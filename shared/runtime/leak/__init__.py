@@ -36,7 +36,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
-from shared.runtime.leak import canonical
+from shared.runtime.leak import canonical, chinese_colours
 from shared.runtime.leak.catalog import CatalogIndex
 from shared.runtime.leak.numbers import Amount, amounts, price_matches
 
@@ -330,7 +330,7 @@ class _Views:
     @classmethod
     def of(cls, text: str) -> _Views:
         cased = _fold(text)
-        norm = re.sub(r"\s+", " ", cased.casefold()).strip()
+        norm = cased.casefold()  # _fold collapsed and stripped the whitespace already
         raw = unicodedata.normalize("NFKC", decode(text))
         return cls(norm, cased, compact(norm), canonical.leet_readings(cased), raw)
 
@@ -362,6 +362,11 @@ class _Views:
     @cached_property
     def amounts(self) -> list[Amount]:
         return amounts(self.norm)
+
+    @cached_property
+    def colour_words(self) -> tuple[chinese_colours.ColourWord, ...]:
+        """Chinese colour words, each with the CSS colour names it reads as."""
+        return chinese_colours.colour_words(self.raw)
 
     @cached_property
     def tokens(self) -> frozenset[str]:
@@ -644,7 +649,8 @@ def _name_hits(views: _Views, term: str, catalog: CatalogIndex) -> list[str]:
     ordinary = is_ordinary_word(term)
     for text, match in _word_hits(views, term):
         if not ordinary or _written_as_name(text, match, catalog):
-            written = match.group(0)
+            # as the text writes it: a leetspeak reading has the cased view's offsets
+            written = views.cased[match.start() : match.end()]
             return [f"{written} → {term}" if compact(written.casefold()) != term else ""]
     return [] if ordinary else _transcribed(views.raw, term)
 
@@ -742,8 +748,8 @@ def _option_findings(
         if any(glued in longer for longer in whole):
             continue
         short = MIN_SHORT_OPTION_CHARS <= len(glued) < MIN_TERM_CHARS["option"]
-        if short and _short_option_chosen(views, normalize(option)):
-            findings.append(LeakFinding("gold_option", option))
+        if short and (read := _short_option_chosen(views, normalize(option))) is not None:
+            findings.append(LeakFinding("gold_option", option, read))
         else:
             findings += _option_word_findings(views, option, catalog)
     return findings
@@ -778,7 +784,31 @@ def _whole_option(views: _Views, option: str) -> LeakFinding | None:
     hex_code = canonical.colour_hex(term)
     if hex_code and hex_code in canonical.hex_codes(views.norm):
         return LeakFinding("gold_option", option, f"#{hex_code} = {term}")
+    if len(compact(term)) >= MIN_TERM_CHARS["option"] and (read := _in_chinese(views, term)):
+        return LeakFinding("gold_option", option, read)
     return None
+
+
+def _in_chinese(views: _Views, term: str, *, chosen_only: bool = False) -> str:
+    """The reading of a Chinese colour word that names the option (墨绿 -> forest green), as
+    the English rules read the name: a long option anywhere, a short one where chosen and
+    read first ("选海军蓝", navy for Navy; "dark red" is no choice of Red)."""
+    forms = canonical.spelling_variants(term)
+    for word in views.colour_words:
+        if chosen_only and not word.chosen:
+            continue
+        for name in word.names:
+            if any(_names_option(name, form, whole=not chosen_only) for form in forms):
+                return f"{word.written} → {name} = {term}"
+    return ""
+
+
+def _names_option(name: str, form: str, *, whole: bool) -> bool:
+    """A long option anywhere in the name (sea green in dark sea green), a short one as the
+    name's first words (navy in navy blue)."""
+    if whole:
+        return compact(form) in compact(name)
+    return words(name)[: len(words(form))] == words(form)
 
 
 @lru_cache(maxsize=4096)
@@ -793,17 +823,19 @@ def _abbreviated(form: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
 
 
-def _short_option_chosen(views: _Views, term: str) -> bool:
-    """A short whole option as a word the text chooses: after a word of choosing or a
-    determiner, or before an option noun ("pick king", "the King size")."""
-    pattern = _word_pattern(term)
-    for text in (views.norm, *(reading.casefold() for reading in views.leet)):
-        for match in pattern.finditer(text):
-            before = _PREVIOUS_WORD.search(text[: match.start()])
-            following = _NEXT_WORD.match(text, match.end())[1]
-            if (before and before.group(1) in _OPTION_CONTEXT) or following in _PRODUCT_NOUNS:
-                return True
-    return False
+def _short_option_chosen(views: _Views, term: str) -> str | None:
+    """A short whole option, in either spelling, as a word the text chooses: after a word of
+    choosing, or before an option noun ("pick king", "the King size", "prefer gray" for Grey),
+    also in Chinese ("选红色"); the reading that matched ("" as written), None where not chosen."""
+    for form in canonical.spelling_variants(term):
+        pattern = _word_pattern(form)
+        for text in (views.norm, *(reading.casefold() for reading in views.leet)):
+            for match in pattern.finditer(text):
+                before = _PREVIOUS_WORD.search(text[: match.start()])
+                following = _NEXT_WORD.match(text, match.end())[1]
+                if (before and before.group(1) in _OPTION_CONTEXT) or following in _PRODUCT_NOUNS:
+                    return "" if form == term else f"{form} = {term}"
+    return _in_chinese(views, term, chosen_only=True) or None
 
 
 def _unique(findings: list[LeakFinding]) -> list[LeakFinding]:
