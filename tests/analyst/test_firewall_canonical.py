@@ -468,6 +468,24 @@ def test_a_name_is_heard_in_chinese_characters_when_half_its_vowel_groups_agree(
     assert canonical.sound_shape("suo en").heard_as(canonical.sound_shape("sony"))
 
 
+@pytest.mark.parametrize(
+    ("text", "brand", "leak"),
+    [
+        ("选戴森吸尘器", "Dyson", True),  # dai sen: pinyin d for a Latin d
+        ("选戴森吸尘器", "Tyson", False),  # a Latin t is written with pinyin t, not d
+        ("我推荐这款吸尘器", "Dyson", False),  # tui jian, "recommend": t for Dyson's d
+        ("我推荐这款吸尘器", "Tyson", True),  # the same shape with the same stop: heard
+    ],
+)
+def test_chinese_characters_keep_a_latin_stops_voicing(text, brand, leak):
+    """Chinese transcription writes Latin b d g with pinyin b d g and p t k with p t k, so a
+    run of characters is heard as a name only with the same stops; kana and Latin spellings
+    still merge the pairs (a voiced stop in a name read aloud in Latin letters is the same
+    name)."""
+    found = [f for f in find_leaks(text, gold=GoldFacts(brands_seen=(brand,)))]
+    assert bool(found) is leak, found
+
+
 def test_the_catalog_reads_categories_outside_the_shopsim_vocabulary():
     from types import SimpleNamespace
 

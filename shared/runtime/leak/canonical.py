@@ -126,10 +126,15 @@ _SOUND_SPELLINGS = (
     ("z", "s"), ("c", "k"), ("q", "k"), ("g", "k"), ("d", "t"), ("b", "p"), ("v", "p"),
     ("l", "r"),
 )  # fmt: skip
+# Chinese transcription keeps a Latin stop's voicing as pinyin's aspiration (b d g -> b d g,
+# p t k -> p t k: 戴森 dai sen is Dyson, 特斯拉 te si la is Tesla), so Chinese characters are
+# heard with those three pairs apart: 推荐 (tui jian, "recommend") is not Dyson.
+_VOICED_PAIRS = (("d", "t"), ("b", "p"), ("g", "k"))
+_HAN_SOUND_SPELLINGS = tuple(pair for pair in _SOUND_SPELLINGS if pair not in _VOICED_PAIRS)
 _VOWELS = "aeiouy"
 
 
-def _merged(word: str) -> str:
+def _merged(word: str, spellings: tuple[tuple[str, str], ...] = _SOUND_SPELLINGS) -> str:
     """Letters as a transcription hears them: doubled letters once, an r after a vowel and
     before a consonant or the end dropped (Shark -> シャーク), the spellings above merged; a y
     before a vowel at a word's start is a consonant (Yamaha), elsewhere a vowel (Sony)."""
@@ -139,7 +144,7 @@ def _merged(word: str) -> str:
         letters = re.sub(r"(?<=[aeiouy])r(?![aeiouy])", "", letters)
         letters = re.sub(r"ng(?![aeiou])", "n", letters)
         letters = re.sub(r"^y(?=[aeiou])", "Y", letters)
-        for spelling, sound in _SOUND_SPELLINGS:
+        for spelling, sound in spellings:
             letters = letters.replace(spelling, sound)
         merged.append(letters)
     return "".join(merged)
@@ -172,7 +177,9 @@ class SoundShape:
 
 @lru_cache(maxsize=8192)
 def sound_shape(word: str) -> SoundShape:
-    merged = _merged(word)
+    """The shape a Latin name and a run of pinyin are compared by (voicing kept: see
+    _HAN_SOUND_SPELLINGS)."""
+    merged = _merged(word, _HAN_SOUND_SPELLINGS)
     vowels = tuple(re.findall(r"[aeiouy]+", merged))
     shape = re.sub(r"[aeiouy]+", "V", merged).removesuffix("V")
     return SoundShape(shape, vowels)
