@@ -20,6 +20,8 @@ import pytest
 from shared.apps.deploy import image_venvs, sandbox
 from shared.apps.deploy.manifests import REPO, parse_dockerfile
 from shared.apps.deploy.smoke import Smoke, SmokeFailure, Unit, plan, work_folder
+from shared.apps.deploy.smoke.fake_vllm import vllm_eval_key
+from shared.apps.deploy.smoke.mounts import map_paths, config_with_test_double
 
 
 @pytest.fixture(scope="module")
@@ -50,42 +52,49 @@ def test_every_pod_starts_with_postgres_and_the_s0_job(smoke) -> None:
 
 
 def test_service_urls_become_the_loopback_port_of_that_service_port(smoke) -> None:
-    port = smoke.ports[("registry", 8000)]
-    assert smoke.map_urls("--registry-url=http://registry:8000") == (
+    port = smoke.services.ports[("registry", 8000)]
+    assert smoke.services.map_urls("--registry-url=http://registry:8000") == (
         f"--registry-url=http://127.0.0.1:{port}"
     )
-    url = smoke.map_urls("postgresql://intraskill_app:pw@postgres:5432/intraskill")
-    assert (
-        url
-        == f"postgresql://intraskill_app:pw@127.0.0.1:{smoke.ports[('postgres', 5432)]}/intraskill"
-    )
+    url = smoke.services.map_urls("postgresql://intraskill_app:pw@postgres:5432/intraskill")
+    postgres = smoke.services.ports[("postgres", 5432)]
+    assert url == f"postgresql://intraskill_app:pw@127.0.0.1:{postgres}/intraskill"
     # a pod's name that merely starts with a Service's name is not that Service
     pod_url = "http://vllm-rollout-0.vllm-rollout:8000/v1"
-    assert smoke.map_urls(pod_url) == pod_url
+    assert smoke.services.map_urls(pod_url) == pod_url
 
 
 @pytest.mark.parametrize("url", ["http://registry:8001", "http://registry", "http://analyst:8000"])
 def test_a_url_naming_a_port_its_service_does_not_serve_fails(smoke, url) -> None:
     with pytest.raises(SmokeFailure, match="the connection would fail") as failure:
-        smoke.map_urls(f"--registry-url={url}/v1", "Job/trainer/trainer")
+        smoke.services.map_urls(f"--registry-url={url}/v1", "Job/trainer/trainer")
     assert failure.value.container == "Job/trainer/trainer"
 
 
 def test_a_port_no_service_fronts_becomes_a_free_one(smoke) -> None:
     """The trainer's metrics port (TRAINER_METRICS_PORT=9400, no Service) moves to a free port:
-    two smokes on one machine must not both bind 9400. A Service's port is mapped as before."""
+    two smokes on one machine must not both bind 9400."""
     trainer = unit_of(smoke, "Job", "trainer")
     assert smoke.objects.env(trainer.container)["TRAINER_METRICS_PORT"] == "9400"  # rendered
-    port = smoke.env(trainer)["TRAINER_METRICS_PORT"]
+    port = smoke.containers.env(trainer)["TRAINER_METRICS_PORT"]
     assert port.isdigit() and port != "9400"
-    assert smoke.unfronted_ports(unit_of(smoke, "Deployment", "registry")) == {}
+    assert int(port) not in smoke.services.ports.values()
+
+
+def test_a_port_setting_becomes_its_service_ports_loopback_port(smoke) -> None:
+    """REGISTRY_METRICS_PORT=9000 and `--port 8000` name container ports that the registry
+    Service fronts (its `metrics` and `http` ports): each becomes that Service port's loopback
+    port, where the smoke's callers reach them."""
+    registry = unit_of(smoke, "Deployment", "registry")
+    env = smoke.containers.env(registry)
+    assert env["REGISTRY_METRICS_PORT"] == str(smoke.services.ports[("registry", 9000)])
+    argv = smoke.containers.argv(registry, env)
+    assert argv[argv.index("--port") + 1] == str(smoke.services.ports[("registry", 8000)])
 
 
 def test_containers_run_as_their_pods_user(smoke) -> None:
-    assert smoke.user(unit_of(smoke, "Deployment", "registry")) == sandbox.User(
-        10001, 10001, (10001,)
-    )
-    assert smoke.user(unit_of(smoke, "StatefulSet", "postgres")).uid == 999
+    assert unit_of(smoke, "Deployment", "registry").user() == sandbox.User(10001, 10001, (10001,))
+    assert unit_of(smoke, "StatefulSet", "postgres").user().uid == 999
 
 
 def test_the_overlays_postgres_takes_passwords_and_runs_its_init_script(smoke) -> None:
@@ -94,10 +103,10 @@ def test_the_overlays_postgres_takes_passwords_and_runs_its_init_script(smoke) -
     owned by the schema owner with CREATE revoked from PUBLIC."""
     psycopg = pytest.importorskip("psycopg")
     pods, _ = plan(smoke.objects.docs)
-    port = smoke.ports[("postgres", 5432)]
+    port = smoke.services.ports[("postgres", 5432)]
     base = f"127.0.0.1:{port}/intraskill"
     try:
-        smoke.run_pod(pods["postgres"])
+        smoke.containers.run_pod(pods["postgres"], 900)
         with psycopg.connect(f"postgresql://intraskill_app:intraskill-dev-app@{base}") as app:
             assert app.execute("SELECT current_user").fetchone() == ("intraskill_app",)
             can_create = app.execute("SELECT has_schema_privilege('public', 'CREATE')")
@@ -111,8 +120,7 @@ def test_the_overlays_postgres_takes_passwords_and_runs_its_init_script(smoke) -
             ).fetchone()
             assert row == ("intraskill_owner",)
     finally:
-        smoke.stop()
-        smoke.processes.clear()
+        smoke.containers.stop()
 
 
 @pytest.mark.skipif(not sandbox.MemoryCgroup.supported(), reason="needs a writable memory cgroup")
@@ -123,15 +131,13 @@ def test_a_container_over_its_memory_limit_is_oom_killed_and_named(smoke, tmp_pa
     unit.container["resources"]["limits"]["memory"] = "64Mi"
     try:
         with pytest.raises(SmokeFailure, match=r"OOM-killed .* memory limit 64Mi"):
-            smoke.run_to_completion(unit, 120)
+            smoke.containers.run_to_completion(unit, 120)
         unit.container["resources"]["limits"]["memory"] = "512Mi"
-        smoke.run_to_completion(unit, 120)
-        peak = smoke.cgroups[unit.label].peak_bytes()
+        smoke.containers.run_to_completion(unit, 120)
+        peak = smoke.containers.cgroups[unit.label].peak_bytes()
         assert 200 * 2**20 <= peak <= 512 * 2**20
     finally:
-        smoke.stop()
-        smoke.processes.clear()
-        smoke.cgroups.clear()
+        smoke.containers.stop()
 
 
 def test_each_image_venv_replays_its_dockerfiles_install_line() -> None:
@@ -152,14 +158,14 @@ def test_each_image_venv_replays_its_dockerfiles_install_line() -> None:
 
 def test_paths_map_in_one_pass(tmp_path, smoke) -> None:
     folders = {"/tmp": tmp_path / "tmp", "/scripts": tmp_path / "scripts"}
-    assert smoke.map_paths("python /scripts/w.py /tmp/x /tmpx", folders) == (
+    assert map_paths("python /scripts/w.py /tmp/x /tmpx", folders) == (
         f"python {tmp_path}/scripts/w.py {tmp_path}/tmp/x /tmpx"
     )
 
 
 def test_the_trainer_config_becomes_the_test_double_and_nothing_else() -> None:
     text = (REPO / "deploy/k8s/overlays/dev/trainer.toml").read_text()
-    changed = Smoke.test_double_config("trainer.toml", text)
+    changed = config_with_test_double("trainer.toml", text)
     import tomllib
 
     before, after = tomllib.loads(text), tomllib.loads(changed)
@@ -178,7 +184,7 @@ def test_the_image_supplies_entrypoint_env_and_workdir() -> None:
 def test_the_fake_gate_server_checks_vllm_evals_rendered_key(smoke) -> None:
     """The FAKE vllm-eval starts with the key the rendered Deployment reads from its Secret, and
     the evaluator's rendered environment sends that same key."""
-    key = smoke.vllm_eval_key()
+    key = vllm_eval_key(smoke.objects)
     evaluator = unit_of(smoke, "Deployment", "evaluator").container
     assert key and smoke.objects.env(evaluator)["EVALUATOR_OPENAI_API_KEY"] == key
 
@@ -191,12 +197,11 @@ def start_analyst(smoke: Smoke, container: dict, while_up=None) -> None:
     unit = Unit(unit.workload, container, False)
     unit.container["readinessProbe"] = {"httpGet": {"path": "/healthz", "port": "http"}}
     try:
-        smoke.run_until_ready(unit, timeout_s=300)
+        started = smoke.containers.run_until_ready(unit, timeout_s=300)
         if while_up is not None:
-            while_up(smoke.processes[-1][1])
+            while_up(started.process)
     finally:
-        smoke.stop()
-        smoke.processes.clear()
+        smoke.containers.stop()
 
 
 def test_the_rendered_analyst_starts_with_a_read_only_working_folder(smoke) -> None:
