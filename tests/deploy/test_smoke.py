@@ -10,6 +10,7 @@ environment: building the analyst's image venv takes minutes).
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from shared.apps.deploy import image_venvs, sandbox
 from shared.apps.deploy.manifests import REPO, parse_dockerfile
 from shared.apps.deploy.smoke import Smoke, SmokeFailure, Unit, plan, work_folder
 from shared.apps.deploy.smoke.fake_vllm import vllm_eval_key
-from shared.apps.deploy.smoke.mounts import map_paths, config_with_test_double
+from shared.apps.deploy.smoke.mounts import config_with_test_double, map_paths
 
 
 @pytest.fixture(scope="module")
@@ -246,3 +247,21 @@ def test_the_work_folder_is_removed_even_with_read_only_parts(tmp_path) -> None:
         (folder / "ro").mkdir()
         (folder / "ro").chmod(0o555)
     assert not folder.exists()
+
+
+def test_an_image_venv_without_its_entrypoint_command_is_refused(tmp_path) -> None:
+    """A venv whose install left out the project (as pip did while PYTHONPATH held the
+    checkout's egg-info: "already satisfied") has no `intraskill`: the build fails naming it,
+    not each container later with a bare "Permission denied" from exec."""
+    dockerfile = (REPO / "deploy/docker/registry.Dockerfile").read_text()
+    (tmp_path / "bin").mkdir()
+    with pytest.raises(image_venvs.ImageVenvError, match="no 'intraskill'"):
+        image_venvs.check_entrypoint(tmp_path, dockerfile)
+    (tmp_path / "bin" / "intraskill").touch()
+    image_venvs.check_entrypoint(tmp_path, dockerfile)
+
+
+def test_pip_builds_the_venvs_without_the_checkout_on_its_path(monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    environment = image_venvs.pip_environment()
+    assert "PYTHONPATH" not in environment and environment["PATH"] == os.environ["PATH"]
