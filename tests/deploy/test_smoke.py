@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -226,6 +227,47 @@ def test_without_its_data_dir_the_analyst_dies_as_in_its_pod(smoke) -> None:
     with pytest.raises(SmokeFailure, match="Deployment/analyst/analyst: exited") as failure:
         start_analyst(smoke, container)
     assert "runs" in str(failure.value) and "startup failed" in str(failure.value).lower()
+
+
+@pytest.mark.skipif(not sandbox.MemoryCgroup.supported(), reason="needs a writable memory cgroup")
+def test_the_analyst_under_a_limit_below_its_rss_is_oom_killed_and_named(smoke) -> None:
+    """The analyst's own process under a limit below what it holds when it is up (its cgroup's
+    peak was 46 MiB at readiness here, 585 MiB through the smoke's compile): the kernel kills
+    it before it is ready, and the smoke says so with its limit."""
+    container = copy.deepcopy(unit_of(smoke, "Deployment", "analyst").container)
+    container["resources"]["limits"]["memory"] = "24Mi"
+    with pytest.raises(SmokeFailure, match=r"analyst/analyst: OOM-killed .* memory limit 24Mi"):
+        start_analyst(smoke, container)
+
+
+def with_evaluator_registry_url(tmp_path: Path, url: str) -> Path:
+    """A copy of deploy/ whose evaluator calls the registry at `url`; its dev overlay."""
+    shutil.copytree(REPO / "deploy", tmp_path / "deploy")
+    manifest = tmp_path / "deploy/k8s/base/evaluator.yaml"
+    text = manifest.read_text()
+    assert text.count("value: http://registry:8000") == 1
+    manifest.write_text(text.replace("value: http://registry:8000", f"value: {url}"))
+    return tmp_path / "deploy/k8s/overlays/dev"
+
+
+def test_a_wrong_port_in_a_service_url_fails_the_smoke_naming_the_container(tmp_path) -> None:
+    """The whole smoke on a copy of dev whose evaluator names the registry's port 8001: it
+    stops before the round, naming the evaluator and the Service's real ports."""
+    overlay = with_evaluator_registry_url(tmp_path, "http://registry:8001")
+    with work_folder(None) as work, pytest.raises(SmokeFailure) as failure:
+        Smoke(str(overlay), work, image_venvs=False, say=lambda _: None).run()
+    assert failure.value.container == "Deployment/evaluator/evaluator"
+    assert "names port 8001, but Service registry serves 8000, 9000" in failure.value.reason
+
+
+def test_every_rendered_url_and_port_of_dev_maps_onto_a_service_port(smoke) -> None:
+    """The other side of the test above: no container of the shipped dev overlay names a port
+    its Service does not serve (every env value and argument localizes)."""
+    pods, _ = plan(smoke.objects.docs)
+    for unit in (u for units in pods.values() for u in units if not u.is_postgres):
+        env = smoke.containers.env(unit)
+        for text in [*env.values(), *smoke.containers.argv(unit, env)]:
+            smoke.services.map_urls(text, unit.label)
 
 
 @pytest.mark.slow
