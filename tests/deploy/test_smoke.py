@@ -307,3 +307,45 @@ def test_pip_builds_the_venvs_without_the_checkout_on_its_path(monkeypatch) -> N
     monkeypatch.setenv("PYTHONPATH", str(REPO))
     environment = image_venvs.pip_environment()
     assert "PYTHONPATH" not in environment and environment["PATH"] == os.environ["PATH"]
+
+
+def test_a_command_the_image_lacks_fails_as_the_kubelet_says_it(smoke) -> None:
+    """A dependency left out of an image's install line leaves its command out of /opt/venv/bin
+    (the trainer's torchrun without `[train]`): the container fails with the kubelet's
+    "executable file not found in $PATH", naming the command."""
+    unit = copy.deepcopy(unit_of(smoke, "Job", "bank-s0"))
+    unit.container["command"] = ["torchrun-not-installed"]
+    unit.container.pop("args")
+    try:
+        with pytest.raises(SmokeFailure, match="exited with code 127") as failure:
+            smoke.containers.run_to_completion(unit, 120)
+    finally:
+        smoke.containers.stop()
+    assert 'exec: "torchrun-not-installed": executable file not found in $PATH' in str(
+        failure.value
+    )
+
+
+SERVER_THAT_DIES = """
+import http.server, os, sys, threading
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[-1])), Ok)
+threading.Timer(4, lambda: os._exit(3)).start()
+server.serve_forever()
+"""
+
+
+def test_a_server_that_dies_after_it_was_ready_fails_the_smoke_naming_it(smoke) -> None:
+    """The analyst OOM-killed mid-compile was seen only as the trainer's "analyst unreachable":
+    a watched server that exits after its readiness probe passed fails, named, with its code."""
+    unit = copy.deepcopy(unit_of(smoke, "Deployment", "console"))
+    unit.container["command"] = ["python3", "-c", SERVER_THAT_DIES, "--port", "8300"]
+    unit.container.pop("args")
+    try:
+        with pytest.raises(SmokeFailure, match="after it was ready: exited with code 3") as fail:
+            smoke.containers.run_pod([unit], 60, say=lambda _: None, watch=True)
+    finally:
+        smoke.containers.stop()
+    assert fail.value.container == "Deployment/console/console"

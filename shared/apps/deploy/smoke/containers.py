@@ -61,6 +61,7 @@ class Containers:
         self.started: list[Started] = []
         self.cgroups: dict[str, sandbox.MemoryCgroup] = {}
         self.lock = threading.Lock()
+        self.stopping = threading.Event()  # set by `stop`: servers' exits are expected then
 
     # -- what the container runs -------------------------------------------------------
 
@@ -203,9 +204,22 @@ class Containers:
             )
         raise SmokeFailure(unit.label, "no readiness probe the smoke can run")
 
-    def run_pod(self, members: list[Unit], job_timeout_s: float, say=print) -> None:
+    def watch(self, started: Started) -> None:
+        """Until `stop`: a server that exits after it was ready (OOM-killed mid-compile, say)
+        fails, named, as the kubelet would report it, not only through a caller's error."""
+        while not self.stopping.wait(1):
+            if started.process.poll() is not None and not self.stopping.is_set():
+                code = started.process.returncode
+                failure = self.exited(started.unit, code, started.log)
+                raise SmokeFailure(started.unit.label, f"after it was ready: {failure.reason}",
+                                   started.log)  # fmt: skip
+
+    def run_pod(
+        self, members: list[Unit], job_timeout_s: float, say=print, *, watch: bool = False
+    ) -> None:
         """One pod as the kubelet runs it: init containers in order, each to completion, then
-        its containers; a Job's run to completion, a server's until its readiness probe."""
+        its containers; a Job's run to completion, a server's until its readiness probe (and
+        with `watch`, then watched until `stop`)."""
         for unit in members:
             say(f"  start {unit.label}")
             if unit.init:
@@ -215,8 +229,10 @@ class Containers:
                 self.run_to_completion(unit, min(deadline, job_timeout_s))
                 say(f"  done  {unit.label}")
             else:
-                self.run_until_ready(unit)
+                started = self.run_until_ready(unit)
                 say(f"  ready {unit.label}")
+                if watch:
+                    self.watch(started)
 
     def peaks(self) -> dict[str, tuple[float, str]]:
         """Each container's peak memory (MiB) and limit, where a cgroup held it."""
@@ -228,6 +244,7 @@ class Containers:
 
     def stop(self) -> None:
         """Every process ends (SIGTERM, then SIGKILL after 20 s) and the cgroups go."""
+        self.stopping.set()
         with self.lock:
             started = list(self.started)
         for one in reversed(started):
@@ -247,3 +264,4 @@ class Containers:
         self.cgroups.clear()
         with self.lock:
             self.started.clear()
+        self.stopping.clear()

@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from shared.apps.deploy import image_venvs, sandbox
@@ -139,24 +139,30 @@ class Smoke:
         self.say(f"  ready {LABEL}")
 
     def start_all(self, pods: dict[str, list[Unit]]) -> None:
-        """Every pod at once; returns when each is ready or done (the trainer Job finished),
-        and fails on the first container that fails."""
+        """Every pod at once; returns when the trainer Job has finished, and fails on the first
+        container that fails (a server that dies after it was ready included)."""
         pool = ThreadPoolExecutor(max_workers=len(pods))
-        futures = [
-            pool.submit(self.containers.run_pod, members, self.timeout_s, self.say)
-            for members in pods.values()
-        ]
+        futures = {
+            name: pool.submit(self.containers.run_pod, members, self.timeout_s, self.say,
+                              watch=True)
+            for name, members in pods.items()
+        }  # fmt: skip
         try:
-            # FIRST_EXCEPTION: back at the first failure, else once every pod is ready or done
-            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in done:
-                if future.exception() is not None:
-                    raise future.exception()
+            pending = set(futures.values())
+            while not futures[TRAINER].done():
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    if future.exception() is not None:
+                        raise future.exception()
+            futures[TRAINER].result()  # raises the trainer's own failure
         except BaseException:
             self.containers.stop()  # the other pods' threads wait on their processes
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if futures[TRAINER].done():  # the servers' watches end with `stop` (in `run`)
+                pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     def round_record(self, trainer: Unit) -> dict:
         """Round 0 of the trainer's run.json (its --out folder); its gate must be complete."""
