@@ -284,6 +284,56 @@ def test_the_dev_overlay_runs_one_round_with_a_gate() -> None:
     assert "S_0 from the deployment's bank-s0 Job" in last
 
 
+ANALYST_RESOURCES = '{requests: {cpu: 250m, memory: 512Mi}, limits: {cpu: "1", memory: 2Gi}}'
+# Each breakage issue 30 names: (file under deploy/, text there, its replacement, what the
+# smoke must then say). The analyst's cgroup peaked at 585 MiB through the dev round.
+BREAKAGES = {
+    "wrong-port": (
+        "k8s/base/evaluator.yaml",
+        "value: http://registry:8000",
+        "value: http://registry:8001",
+        "Deployment/evaluator/evaluator: 'http://registry:8001' names port 8001",
+    ),
+    "dependency-removed": (
+        "docker/trainer.Dockerfile",
+        '"$(ls /wheels/intraskill-*.whl)[train]"',
+        '"$(ls /wheels/intraskill-*.whl)"',
+        "Job/trainer/trainer: exited with code 127",
+    ),
+    "analyst-memory-below-rss": (
+        "k8s/overlays/dev/kustomization.yaml",
+        ANALYST_RESOURCES,
+        ANALYST_RESOURCES.replace("512Mi", "256Mi").replace("2Gi", "256Mi"),
+        "Deployment/analyst/analyst: after it was ready: OOM-killed",
+    ),
+    "s0-job-removed": (
+        "k8s/overlays/dev/kustomization.yaml",
+        "  - bank-s0.yaml\n",
+        "",
+        "no bank behind alias 'current'",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("breakage", sorted(BREAKAGES))
+def test_each_breakage_fails_the_smoke(tmp_path, breakage) -> None:
+    """The whole smoke (image venvs, as `make deploy-smoke`) on a copy of deploy/ with one
+    breakage: it exits 1 saying what broke (minutes each; the S_0 one waits the trainer's 600 s)."""
+    path, text, replacement, said = BREAKAGES[breakage]
+    shutil.copytree(REPO / "deploy", tmp_path / "deploy")
+    target = tmp_path / "deploy" / path
+    assert target.read_text().count(text) == 1
+    target.write_text(target.read_text().replace(text, replacement))
+    overlay = tmp_path / "deploy/k8s/overlays/dev"
+    run = subprocess.run(
+        [sys.executable, "-m", "shared.apps.cli", "deploy", "smoke", "--overlay", str(overlay)],
+        cwd=REPO, capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert said in run.stderr, run.stderr[-3000:]
+
+
 def test_the_work_folder_is_removed_even_with_read_only_parts(tmp_path) -> None:
     with work_folder(None) as folder:
         (folder / "ro").mkdir()
