@@ -399,3 +399,14 @@ def test_a_server_that_dies_after_it_was_ready_fails_the_smoke_naming_it(smoke) 
     finally:
         smoke.containers.stop()
     assert fail.value.container == "Deployment/console/console"
+
+
+def test_a_failure_names_what_the_command_said_above_a_launchers_traceback(tmp_path) -> None:
+    """The trainer's "no bank behind alias 'current'" line, then torchrun's 30-line traceback:
+    the failure still quotes the trainer's own line, whatever the tail shows."""
+    log = tmp_path / "trainer.log"
+    said = "intraskill train run: no bank behind alias 'current' after waiting 600 s"
+    log.write_text("\n".join([said, *(f"  torchrun frame {n}" for n in range(30))]) + "\n")
+    failure = SmokeFailure("Job/trainer/trainer", "exited with code 1", log)
+    assert f"it said: {said}" in str(failure)
+    assert "torchrun frame 29" in str(failure) and "torchrun frame 4\n" not in str(failure)

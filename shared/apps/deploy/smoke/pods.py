@@ -3,6 +3,7 @@ the failure that names one of them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,18 +14,24 @@ from shared.apps.deploy.manifests import IMAGE_PREFIX, pod_template
 SKIPPED_JOBS = {"prepare-models": "fills the models volume for vLLM; the TEST DOUBLE loads none"}
 TRAINER = "trainer"
 LOG_TAIL = 25
+# How an IntraSkill command says why it stops (`intraskill train run: no bank behind ...`); a
+# launcher's traceback after it (torchrun's ChildFailedError) can push it out of the tail.
+SAID = re.compile(r"^intraskill [a-z][\w -]*: \S")
 
 
 class SmokeFailure(RuntimeError):
     """A container failed; names it and carries its log's last lines."""
 
     def __init__(self, container: str, reason: str, log: Path | None = None) -> None:
-        tail = ""
+        said, tail = "", ""
         if log is not None and log.exists():
-            lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
-            tail = "\n".join(f"    {line}" for line in lines)
+            lines = log.read_text(errors="replace").splitlines()
+            tail = "\n".join(f"    {line}" for line in lines[-LOG_TAIL:])
+            said = next((line for line in reversed(lines) if SAID.match(line)), "")
         super().__init__(
-            f"{container}: {reason}" + (f"\n  last log lines:\n{tail}" if tail else "")
+            f"{container}: {reason}"
+            + (f"\n  it said: {said}" if said else "")
+            + (f"\n  last log lines:\n{tail}" if tail else "")
         )
         self.container = container
         self.reason = reason
