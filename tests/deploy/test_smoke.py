@@ -123,6 +123,7 @@ def test_the_overlays_postgres_takes_passwords_and_runs_its_init_script(smoke) -
             assert row == ("intraskill_owner",)
     finally:
         smoke.containers.stop()
+        smoke.containers.reopen()
 
 
 @pytest.mark.skipif(not sandbox.MemoryCgroup.supported(), reason="needs a writable memory cgroup")
@@ -140,6 +141,7 @@ def test_a_container_over_its_memory_limit_is_oom_killed_and_named(smoke, tmp_pa
         assert 200 * 2**20 <= peak <= 512 * 2**20
     finally:
         smoke.containers.stop()
+        smoke.containers.reopen()
 
 
 def test_each_image_venv_replays_its_dockerfiles_install_line() -> None:
@@ -204,6 +206,7 @@ def start_analyst(smoke: Smoke, container: dict, while_up=None) -> None:
             while_up(started.process)
     finally:
         smoke.containers.stop()
+        smoke.containers.reopen()
 
 
 def test_the_rendered_analyst_starts_with_a_read_only_working_folder(smoke) -> None:
@@ -371,6 +374,7 @@ def test_a_command_the_image_lacks_fails_as_the_kubelet_says_it(smoke) -> None:
             smoke.containers.run_to_completion(unit, 120)
     finally:
         smoke.containers.stop()
+        smoke.containers.reopen()
     assert 'exec: "torchrun-not-installed": executable file not found in $PATH' in str(
         failure.value
     )
@@ -398,6 +402,7 @@ def test_a_server_that_dies_after_it_was_ready_fails_the_smoke_naming_it(smoke) 
             smoke.containers.run_pod([unit], 60, say=lambda _: None, watch=True)
     finally:
         smoke.containers.stop()
+        smoke.containers.reopen()
     assert fail.value.container == "Deployment/console/console"
 
 
@@ -410,3 +415,21 @@ def test_a_failure_names_what_the_command_said_above_a_launchers_traceback(tmp_p
     failure = SmokeFailure("Job/trainer/trainer", "exited with code 1", log)
     assert f"it said: {said}" in str(failure)
     assert "torchrun frame 29" in str(failure) and "torchrun frame 4\n" not in str(failure)
+
+
+def test_no_container_starts_once_the_smoke_is_stopping(smoke) -> None:
+    """A pod's thread between two containers (an init container just done) must not start the
+    next one after `stop`: it would run unwatched, and the smoke would wait on its thread."""
+    unit = copy.deepcopy(unit_of(smoke, "Job", "bank-s0"))
+    unit.container["command"] = ["python3", "-c", "print('started')"]
+    unit.container.pop("args")
+    smoke.containers.stop()
+    try:
+        with pytest.raises(SmokeFailure, match="not started: the smoke is stopping"):
+            smoke.containers.run_to_completion(unit, 60)
+        assert smoke.containers.started == []
+    finally:
+        smoke.containers.reopen()
+    smoke.containers.run_to_completion(unit, 60)  # reopened, it starts
+    smoke.containers.stop()
+    smoke.containers.reopen()

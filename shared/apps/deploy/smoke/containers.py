@@ -61,7 +61,9 @@ class Containers:
         self.started: list[Started] = []
         self.cgroups: dict[str, sandbox.MemoryCgroup] = {}
         self.lock = threading.Lock()
-        self.stopping = threading.Event()  # set by `stop`: servers' exits are expected then
+        # set by `stop` (until `reopen`): servers' exits are expected, and no container starts
+        # (a pod's thread between two containers would otherwise start one after the stop)
+        self.stopping = threading.Event()
 
     # -- what the container runs -------------------------------------------------------
 
@@ -136,10 +138,11 @@ class Containers:
 
     def launch(self, unit: Unit, argv: list[str], log: Path, **popen) -> Started:
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("w") as out:
+        with self.lock, log.open("w") as out:  # under the lock: `stop` sees it or it never starts
+            if self.stopping.is_set():
+                raise SmokeFailure(unit.label, "not started: the smoke is stopping")
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, **popen)
-        started = Started(unit, process, log)
-        with self.lock:
+            started = Started(unit, process, log)
             self.started.append(started)
         return started
 
@@ -264,4 +267,7 @@ class Containers:
         self.cgroups.clear()
         with self.lock:
             self.started.clear()
+
+    def reopen(self) -> None:
+        """After `stop`, containers may start again (the tests reuse one smoke)."""
         self.stopping.clear()

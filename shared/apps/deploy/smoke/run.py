@@ -51,6 +51,17 @@ def overlay_path(overlay: str) -> Path:
     return Path(overlay) if "/" in overlay else K8S / "overlays" / overlay
 
 
+def one_line_at_a_time(say):
+    """`say` behind a lock: lines from the pods' threads never run into each other."""
+    lock = threading.Lock()
+
+    def said(line: str) -> None:
+        with lock:
+            say(line)
+
+    return said
+
+
 def check_reachable(work: Path) -> None:
     """The pods' users (uid 10001, 999) must reach the work folder: every folder above it
     searchable by others."""
@@ -78,7 +89,7 @@ class Smoke:
         self.overlay = overlay
         self.work = work
         self.timeout_s = timeout_s
-        self.say = say
+        self.say = one_line_at_a_time(say)  # the pods' threads report at once
         # False: every container runs on this Python's environment (the fast tests do; the
         # smoke itself never does, since a dependency missing from an image could not show)
         self.image_venvs = image_venvs
