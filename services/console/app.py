@@ -165,7 +165,9 @@ def create_app(settings: ConsoleSettings | None = None) -> FastAPI:
 
     # last, so outermost: counts and times every page and the pages' middleware (the
     # monitoring component scrapes /metrics)
-    metrics = instrument(app, "console")
+    metrics = instrument(
+        app, "console", metrics_port=settings.metrics_port, metrics_host=settings.metrics_host
+    )
     metrics.gauge_from("console_sessions", "logins held now", store.count)
 
     return app

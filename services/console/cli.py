@@ -57,6 +57,8 @@ def serve(
 
     def start() -> None:
         settings = ConsoleSettings()  # validated now: a bad setting stops the start
+        # the metrics port listens where the pages do unless told otherwise
+        os.environ.setdefault("CONSOLE_METRICS_HOST", host)
         typer.echo(f"console on http://{host}:{port}  registry {settings.registry_url}")
         uvicorn.run("services.console.app:create_app", factory=True, host=host, port=port)
 

@@ -33,6 +33,13 @@ class ConsoleSettings(BaseSettings):
         None, description="Secure cookie flag; unset: on when the request came over https"
     )
     registry_timeout_s: float = Field(10.0, gt=0, description="per registry call")
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535,
+        description="serve /metrics on this port alone (not on the pages'); unset: on the pages'",
+    )  # fmt: skip
+    metrics_host: str | None = Field(
+        None, description="the metrics port's address; unset: the pages' --host"
+    )
 
 
 @cache

@@ -132,7 +132,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_exception_handler(IdempotentReplay, replay_response)
     # outermost: it times the fast path and the body limit too
-    metrics = instrument(app, "registry")
+    metrics = instrument(
+        app, "registry", metrics_port=settings.metrics_port, metrics_host=settings.metrics_host
+    )
     _watch_pool(metrics, "db_pool", engine)
     if write_engine is not engine:
         _watch_pool(metrics, "db_write_pool", write_engine)

@@ -119,6 +119,16 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
+    if settings.metrics_port is not None and workers > 1:
+        typer.echo(
+            f"refusing to serve {workers} workers with REGISTRY_METRICS_PORT: each worker "
+            "would bind that port (and count only its own requests); run one worker per pod",
+            err=True,
+        )
+        raise typer.Exit(2)
+    # the metrics port listens where the API does unless told otherwise; the app reads it
+    # from the environment (uvicorn builds it from the factory)
+    os.environ.setdefault("REGISTRY_METRICS_HOST", host)
 
     import uvicorn
 

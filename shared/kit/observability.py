@@ -3,13 +3,16 @@
 Each app owns its own `CollectorRegistry` (not the process-global one), so two apps in one
 process (tests, the local stack) never collide and a scrape shows only that app's figures.
 `/metrics` holds counters, histograms and gauges only: no ids, names, tokens or bodies, which is
-why it stays open beside `/healthz` while the API behind it wants a token.
+why it stays open beside `/healthz` while the API behind it wants a token. A service given a
+metrics port of its own serves it there alone (a second listener, the API port answers 404), so
+that a NetworkPolicy, which admits ports and not paths, can open it to Prometheus only.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -20,6 +23,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    start_http_server,
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -115,18 +119,49 @@ class RequestMetrics:
             )
 
 
-def instrument(app: FastAPI, service: str) -> ServiceMetrics:
-    """Count `app`'s requests and serve them at `/metrics`; returns the metrics for jobs and
-    gauges. Call after the app's other middleware, so this one is outermost and times them."""
+def instrument(
+    app: FastAPI,
+    service: str,
+    *,
+    metrics_port: int | None = None,
+    metrics_host: str | None = None,
+) -> ServiceMetrics:
+    """Count `app`'s requests and serve them at `/metrics`: on the app's own port, or with
+    `metrics_port` on a listener of its own at `metrics_host` (default loopback; started and
+    stopped with the app). Returns the metrics for jobs and gauges. Call after the app's other
+    middleware, so this one is outermost and times them."""
     metrics = ServiceMetrics(service)
     app.state.metrics = metrics
     app.add_middleware(RequestMetrics, metrics=metrics)
+    if metrics_port is not None:
+        serve_metrics_apart(app, metrics, metrics_host or "127.0.0.1", metrics_port)
+        return metrics
 
     @app.get(METRICS_PATH, include_in_schema=False)
     def prometheus_metrics() -> Response:
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return metrics
+
+
+def serve_metrics_apart(app: FastAPI, metrics: ServiceMetrics, host: str, port: int) -> None:
+    """`/metrics` on `host:port` (prometheus_client's threaded server) for as long as `app`
+    runs: its lifespan is wrapped, so the port opens before the first request and closes at
+    shutdown. A port in use fails the start."""
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(lifespan_app: FastAPI) -> AsyncIterator[object]:
+        server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+        try:
+            async with inner(lifespan_app) as state:
+                yield state
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+
+    app.router.lifespan_context = lifespan
 
 
 def log_config(json_logs: bool) -> dict[str, Any] | None:

@@ -3,7 +3,7 @@ hash-derived positive coefficients and the method's rho for them, frozen, behind
 
 Two places need an S_0 where no cold start ran: the trainer on a fresh local registry
 (`services/trainer/bank_resolution.py`) and the deploy smoke before its trainer Job
-(`shared/apps/deploy/smoke.py`). No figure of a run on it is the method's.
+(`shared/apps/deploy/smoke/`). No figure of a run on it is the method's.
 """
 
 from __future__ import annotations

@@ -177,3 +177,45 @@ def test_every_monitor_carries_the_label_kube_prometheus_stack_selects(tree) -> 
     assert monitors
     for monitor in monitors:
         assert monitor["metadata"].get("labels", {}).get("release") == "kube-prometheus-stack"
+
+
+# The ports /metrics has to itself, and the API ports beside them (issue 30: the operators'
+# namespace reaches the API ports, so /metrics may not be served there)
+METRICS_APART = {"registry": (9000, 8000), "console": (9300, 8300)}
+
+
+def peers_on(policies: list[dict], labels: dict[str, str], port: int) -> list[dict]:
+    """Every peer some policy selecting these pods admits on `port` (a rule without ports
+    admits every port)."""
+    peers = []
+    for policy in policies:
+        if not matches(policy["spec"]["podSelector"], labels):
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            ports = {p["port"] for p in rule.get("ports", [])}
+            if not ports or port in ports:
+                peers += rule.get("from", [{}])  # no `from`: every peer
+    return peers
+
+
+@pytest.mark.parametrize("app", sorted(METRICS_APART))
+def test_metrics_have_a_port_of_their_own_open_to_prometheus_alone(tree, app) -> None:
+    """The monitor scrapes the metrics port, which the container is told to listen on; that
+    port admits the Prometheus namespace and no other peer; the API port admits no rule that
+    names the Prometheus namespace."""
+    metrics_port, api_port = METRICS_APART[app]
+    labels, scraped = scrape_targets(tree)[app]
+    assert scraped == metrics_port
+    (workload,) = [d for d in tree if d["kind"] == "Deployment" and d["metadata"]["name"] == app]
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
+    assert env[f"{app.upper()}_METRICS_PORT"] == str(metrics_port)
+    policies = list(of_kind(tree, "NetworkPolicy").values())
+    assert peers_on(policies, labels, metrics_port) == [{"namespaceSelector": {
+        "matchLabels": PROMETHEUS_NAMESPACE
+    }}]  # fmt: skip
+    on_api = peers_on(policies, labels, api_port)
+    assert on_api and not any(
+        matches(peer.get("namespaceSelector", {"matchLabels": {"-": "-"}}), PROMETHEUS_NAMESPACE)
+        for peer in on_api
+    ), on_api

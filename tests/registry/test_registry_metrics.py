@@ -4,14 +4,18 @@ route's name), the connection pool's gauges, and no auth needed to scrape (count
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 
 import httpx
 from live_server import serve_registry
 from prometheus_client.parser import text_string_to_metric_families
+from registry_support import free_port
 
 from shared.contracts.registry_api.schemas import Role
-from tests.live_servers import scratch_postgres_database
+from tests.live_servers import REPO, scratch_postgres_database
 
 
 def scrape(url: str) -> dict[tuple[str, frozenset], float]:
@@ -61,3 +65,34 @@ def test_registry_metrics_by_route_template_status_and_pool() -> None:
     # the pool's size is the shipped REGISTRY_POOL_SIZE default (32); at rest nothing is out
     assert samples[("db_pool_size", frozenset())] == 32
     assert samples[("db_pool_checked_out", frozenset())] == 0
+
+
+def test_a_metrics_port_of_its_own_serves_metrics_there_and_not_on_the_api_port() -> None:
+    """With REGISTRY_METRICS_PORT (as deploy/ sets it) a NetworkPolicy can open /metrics to
+    Prometheus alone: it answers on that port, the API port answers 404 for it, and the
+    scrape still counts the API's requests."""
+    metrics_port = free_port()
+    with (
+        scratch_postgres_database(prefix="metrics") as url,
+        serve_registry(url, metrics_port=str(metrics_port)) as registry,
+    ):
+        assert httpx.get(f"{registry.url}/metrics", timeout=30).status_code == 404
+        assert registry.call("GET", "/v1/banks/999999").status_code == 404
+        samples = scrape(f"http://127.0.0.1:{metrics_port}")
+        # the metrics listener serves nothing of the API: any path there is the scrape
+        api_on_metrics_port = httpx.get(f"http://127.0.0.1:{metrics_port}/v1/whoami", timeout=30)
+        assert "http_requests_total" in api_on_metrics_port.text
+    assert requests_counted(samples, "GET", "/v1/banks/{bank_id}", 404) == 1
+    assert requests_counted(samples, "GET", "<unmatched>", 404) == 0  # /metrics is not counted
+
+
+def test_a_metrics_port_refuses_more_than_one_worker() -> None:
+    """Every uvicorn worker would bind the metrics port: the second could not, and each would
+    count only its own requests; `serve` refuses before it starts any."""
+    run = subprocess.run(
+        [sys.executable, "-m", "shared.apps.cli", "registry", "serve", "--workers", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "REGISTRY_METRICS_PORT": "9000", "REGISTRY_TOKENS": "[]"},
+    )  # fmt: skip
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "REGISTRY_METRICS_PORT" in run.stderr and "one worker" in run.stderr

@@ -38,7 +38,7 @@ def smoke(
     ] = True,
 ) -> None:
     """Start every IntraSkill container of the rendered overlay as a process (see
-    shared/apps/deploy/smoke.py for what differs from a pod); one round with a gate must finish."""
+    shared/apps/deploy/smoke/ for what differs from a pod); one round with a gate must finish."""
     from shared.apps.deploy.smoke import Smoke, SmokeFailure, work_folder
 
     # SIGTERM unwinds like Ctrl-C: the processes stop and the scratch database is dropped.

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shared.apps.deploy.manifests import DOCKER, IMAGE_PREFIX, REPO
+from shared.apps.deploy.manifests import DOCKER, IMAGE_PREFIX, REPO, parse_dockerfile
 
 VENVS = Path(os.environ.get("INTRASKILL_SMOKE_VENVS", REPO / ".smoke-venvs"))
 # The images' interpreter: python:3.11 (the trainer's Ubuntu base has 3.12; see docs/deploy.md)
@@ -99,10 +99,32 @@ def dependencies_key() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def pip_environment() -> dict[str, str]:
+    """This process's environment without PYTHONPATH: with the checkout on it, pip finds the
+    `intraskill.egg-info` that building the wheel leaves there, takes the project as installed
+    ("Requirement already satisfied") and installs its dependencies but not the project."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+def check_entrypoint(folder: Path, dockerfile: str) -> None:
+    """The image's ENTRYPOINT command must be in the venv's bin, as the image's PATH finds it."""
+    entrypoint = parse_dockerfile(dockerfile).entrypoint
+    if (
+        entrypoint
+        and not entrypoint[0].startswith("/")
+        and not (folder / "bin" / entrypoint[0]).exists()
+    ):
+        raise ImageVenvError(
+            f"the install line left no {entrypoint[0]!r} (the image's ENTRYPOINT) in "
+            f"{folder / 'bin'}"
+        )
+
+
 def venv_for(service: str, *, docker: Path = DOCKER, say=print) -> Path:
     """The venv of `intraskill/<service>`'s image (its Dockerfile in `docker`), built if this
     install was never built."""
-    commands = install_commands((docker / f"{service}.Dockerfile").read_text())
+    dockerfile = (docker / f"{service}.Dockerfile").read_text()
+    commands = install_commands(dockerfile)
     python = interpreter()
     recipe = repr(([localize(c, "WHEEL") for c in commands], dependencies_key(), python))
     # images with the same install share one venv (registry, evaluator and console do)
@@ -115,7 +137,7 @@ def venv_for(service: str, *, docker: Path = DOCKER, say=print) -> Path:
     with tempfile.TemporaryDirectory(prefix="intraskill-wheel-") as wheels:
         subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", wheels,
-             str(REPO)], check=True, cwd=wheels,
+             str(REPO)], check=True, cwd=wheels, env=pip_environment(),
         )  # fmt: skip
         (wheel,) = Path(wheels).glob("intraskill-*.whl")
         subprocess.run([python, "-m", "venv", str(folder)], check=True)
@@ -125,7 +147,8 @@ def venv_for(service: str, *, docker: Path = DOCKER, say=print) -> Path:
             argv = [str(folder / "bin" / "pip"), "install", "-q", "--no-compile",
                     *localize(command, str(wheel))]  # fmt: skip
             say("    " + shlex.join(argv))
-            subprocess.run(argv, check=True)
+            subprocess.run(argv, check=True, env=pip_environment())
+    check_entrypoint(folder, dockerfile)
     # the container reads it as uid 10001
     subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
     (folder / READY).write_text(recipe + "\n")

@@ -61,7 +61,14 @@ def main() -> None:
         os.setgid(int(gid))
         os.setuid(int(uid))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    os.execvp(command[0], command)
+    executable = shutil.which(command[0])  # as the pod's user, on the container's PATH
+    if executable is None:
+        # what the kubelet reports for a command the image lacks (a dependency left out of
+        # its install line); exec itself would say "Permission denied" for the host's private
+        # folders on PATH
+        print(f'exec: "{command[0]}": executable file not found in $PATH', file=sys.stderr)
+        sys.exit(127)
+    os.execv(executable, command)
 
 
 @functools.cache

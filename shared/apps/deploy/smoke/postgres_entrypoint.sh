@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The postgres image's docker-entrypoint.sh, the part a first start runs, for the deploy smoke
-# (shared/apps/deploy/smoke.py): initdb with the rendered POSTGRES_USER and POSTGRES_PASSWORD (local
+# (shared/apps/deploy/smoke/postgres.py): initdb with the rendered POSTGRES_USER and POSTGRES_PASSWORD (local
 # socket trust, every TCP client scram-sha-256, as the image sets it), POSTGRES_DB, the init
 # scripts of /docker-entrypoint-initdb.d (INITDB_DIR) run against a server that listens on the
 # socket only, then the server on TCP. PGHOST (the socket folder) and PGPORT (the Service's
