@@ -71,7 +71,9 @@ def create_app(
     )  # fmt: skip
     install_auth_errors(app)
     install_validation_errors(app)
-    instrument(app, "analyst")
+    instrument(
+        app, "analyst", metrics_port=settings.metrics_port, metrics_host=settings.metrics_host
+    )
     app.include_router(probes_router("analyst", "data_dir"))
     for routes in (groups, jobs):
         publish_roles(routes.router.routes)  # before the app copies the routes

@@ -68,7 +68,9 @@ def create_app(
     )  # fmt: skip
     install_auth_errors(app)
     install_validation_errors(app)
-    instrument(app, "evaluator")
+    instrument(
+        app, "evaluator", metrics_port=settings.metrics_port, metrics_host=settings.metrics_host
+    )
     app.include_router(probes_router("evaluator", "jobs_dir"))
     for routes in (jobs, refits):
         publish_roles(routes.router.routes)  # before the app copies the routes

@@ -35,6 +35,13 @@ class EvaluatorSettings(BaseSettings):
     reap_interval_s: float = Field(
         60.0, gt=0, le=3600, description="how often open gate runs whose job is gone are closed"
     )
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535,
+        description="serve /metrics on this port alone (not on the API's); unset: on the API's",
+    )  # fmt: skip
+    metrics_host: str | None = Field(
+        None, description="the metrics port's address; unset: the API's --host"
+    )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
     max_body_bytes: int = Field(
         1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"

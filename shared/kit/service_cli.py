@@ -3,6 +3,8 @@ that turns typer's exit into a return code, and `serve` (uvicorn on an app facto
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 
@@ -39,4 +41,7 @@ def serve_app(
     from shared.kit.observability import uvicorn_logging
 
     typer.echo(f"{service} on http://{host}:{port}/docs  registry {registry_url}")
+    # a metrics port of its own listens where the API does unless told otherwise; the app
+    # reads it from the environment (uvicorn builds the app from the factory)
+    os.environ.setdefault(f"{service.upper()}_METRICS_HOST", host)
     uvicorn.run(factory, factory=True, host=host, port=port, **uvicorn_logging(json_logs))

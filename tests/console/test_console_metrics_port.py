@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from services.console.app import create_app
 from services.console.settings import ConsoleSettings
-from shared.kit.processes import free_port
+from shared.kit.loopback import free_port
 
 
 def test_metrics_answer_on_their_own_port_and_not_on_the_pages_port() -> None:

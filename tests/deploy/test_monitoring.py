@@ -181,7 +181,10 @@ def test_every_monitor_carries_the_label_kube_prometheus_stack_selects(tree) -> 
 
 # The ports /metrics has to itself, and the API ports beside them (issue 30: the operators'
 # namespace reaches the API ports, so /metrics may not be served there)
-METRICS_APART = {"registry": (9000, 8000), "console": (9300, 8300)}
+METRICS_APART = {
+    "registry": (9000, 8000), "evaluator": (9100, 8100), "analyst": (9200, 8200),
+    "console": (9300, 8300),
+}  # fmt: skip
 
 
 def peers_on(policies: list[dict], labels: dict[str, str], port: int) -> list[dict]:

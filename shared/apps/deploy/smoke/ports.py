@@ -5,17 +5,11 @@ as its connection would fail in the cluster."""
 from __future__ import annotations
 
 import re
-import socket
 
 from shared.apps.deploy.smoke.pods import SmokeFailure, Unit
+from shared.kit.loopback import free_port
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "postgres": 5432}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class ServicePorts:
