@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from shared.kit.auth import TokenGrant
+from shared.kit.observability import MetricsPortSettings
 
 
-class AnalystSettings(BaseSettings):
+class AnalystSettings(MetricsPortSettings):
     """Registry and evaluator access, how retries and live tests run, and the LLM analyst."""
 
     model_config = SettingsConfigDict(env_prefix="ANALYST_", env_file=".env", extra="ignore")
@@ -42,13 +43,6 @@ class AnalystSettings(BaseSettings):
         "group is a 429 (a group is at most ~70 kB: the cap bounds what one trainer puts on disk)",
     )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
-    metrics_port: int | None = Field(
-        None, ge=1, le=65535,
-        description="serve /metrics on this port alone (not on the API's); unset: on the API's",
-    )  # fmt: skip
-    metrics_host: str | None = Field(
-        None, description="the metrics port's address; unset: the API's --host"
-    )
     max_body_bytes: int = Field(
         1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
     )

@@ -6,10 +6,12 @@ from functools import cache
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from shared.kit.observability import MetricsPortSettings
 
 
-class ConsoleSettings(BaseSettings):
+class ConsoleSettings(MetricsPortSettings):
     """Where the registry and evaluator answer, and how long a login lasts."""
 
     model_config = SettingsConfigDict(env_prefix="CONSOLE_", env_file=".env", extra="ignore")
@@ -33,13 +35,6 @@ class ConsoleSettings(BaseSettings):
         None, description="Secure cookie flag; unset: on when the request came over https"
     )
     registry_timeout_s: float = Field(10.0, gt=0, description="per registry call")
-    metrics_port: int | None = Field(
-        None, ge=1, le=65535,
-        description="serve /metrics on this port alone (not on the pages'); unset: on the pages'",
-    )  # fmt: skip
-    metrics_host: str | None = Field(
-        None, description="the metrics port's address; unset: the pages' --host"
-    )
 
 
 @cache

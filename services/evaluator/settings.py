@@ -6,14 +6,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from services.evaluator.decision import EmptyBankPolicy
 from services.evaluator.design import DEFAULT_BUDGET, DEFAULT_MASK_SEED, DEFAULT_SPLIT
 from shared.kit.auth import TokenGrant
+from shared.kit.observability import MetricsPortSettings
 
 
-class EvaluatorSettings(BaseSettings):
+class EvaluatorSettings(MetricsPortSettings):
     """Registry access, gate defaults, and how rollouts run (environment, backend, decoding)."""
 
     model_config = SettingsConfigDict(env_prefix="EVALUATOR_", env_file=".env", extra="ignore")
@@ -34,13 +35,6 @@ class EvaluatorSettings(BaseSettings):
     queue_retry_after_s: int = Field(30, ge=1, le=3600, description="what a 429 says to wait")
     reap_interval_s: float = Field(
         60.0, gt=0, le=3600, description="how often open gate runs whose job is gone are closed"
-    )
-    metrics_port: int | None = Field(
-        None, ge=1, le=65535,
-        description="serve /metrics on this port alone (not on the API's); unset: on the API's",
-    )  # fmt: skip
-    metrics_host: str | None = Field(
-        None, description="the metrics port's address; unset: the API's --host"
     )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
     max_body_bytes: int = Field(

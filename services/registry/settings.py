@@ -6,15 +6,16 @@ from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from shared.contracts.registry_api.schemas import Name
 from shared.kit.auth import TokenGrant
+from shared.kit.observability import MetricsPortSettings
 
 DEFAULT_SQLITE_PATH = Path("runs") / "registry.sqlite"
 
 
-class RegistrySettings(BaseSettings):
+class RegistrySettings(MetricsPortSettings):
     """Everything the registry reads from its environment.
 
     `REGISTRY_TOKENS` is a JSON list of `{"name", "role", "token_sha256"}`; make entries with
@@ -70,15 +71,6 @@ class RegistrySettings(BaseSettings):
         default=1 << 20, ge=1024, le=1 << 30, description="largest request body (413 above)"
     )
     json_logs: bool = Field(False, description="log one JSON object per line (for collectors)")
-    metrics_port: int | None = Field(
-        default=None,
-        ge=1,
-        le=65535,
-        description="serve /metrics on this port alone (not on the API's); unset: on the API's",
-    )
-    metrics_host: str | None = Field(
-        default=None, description="the metrics port's address; unset: the API's --host"
-    )
     bank_cache_size: int = Field(default=512, ge=0, le=100_000)
     frozen_bank_fast_path: bool = Field(
         default=True,

@@ -25,6 +25,8 @@ from prometheus_client import (
     generate_latest,
     start_http_server,
 )
+from pydantic import Field
+from pydantic_settings import BaseSettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 METRICS_PATH = "/metrics"
@@ -35,6 +37,20 @@ UNMATCHED = "<unmatched>"
 # route template it served here, so its requests count under the same label as the route's.
 ROUTE_TEMPLATE_KEY = "intraskill.route_template"
 JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400)
+
+
+class MetricsPortSettings(BaseSettings):
+    """Where a service serves `/metrics`: a port of its own when set (deploy/ sets one per
+    service and opens it to Prometheus alone), else beside the API. Each service's settings
+    class inherits these under its own prefix (REGISTRY_METRICS_PORT, ...)."""
+
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535,
+        description="serve /metrics on this port alone (not on the API's); unset: on the API's",
+    )  # fmt: skip
+    metrics_host: str | None = Field(
+        None, description="the metrics port's address; unset: the API's --host"
+    )
 
 
 class ServiceMetrics:
