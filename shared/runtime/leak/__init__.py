@@ -660,7 +660,7 @@ def _transcribed(text: str, term: str) -> list[str]:
     Cyrillic, Greek or Hangul word (canonical.sound_key), or the same sound shape as a run of
     as many Chinese characters as the name has syllables, or one more (canonical.sound_shape:
     Dyson, 戴森);
-    a name of one syllable sounds like too many Chinese words (Shark: 价格 jia ge), so it is
+    a name of one syllable sounds like too many Chinese words (Shark: 萨克斯 sa ke si), so it is
     read in kana only."""
     key = canonical.sound_key(term)
     if len(key) < canonical.MIN_SOUND_KEY:
