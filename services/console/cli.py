@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from shared.kit.service_cli import command_group, run_command
+from shared.kit.service_cli import command_group, metrics_beside_api, run_command
 
 app = command_group("console", "Operator console: banks, chunks, gates, review, audit.")
 
@@ -57,8 +57,7 @@ def serve(
 
     def start() -> None:
         settings = ConsoleSettings()  # validated now: a bad setting stops the start
-        # the metrics port listens where the pages do unless told otherwise
-        os.environ.setdefault("CONSOLE_METRICS_HOST", host)
+        metrics_beside_api("console", host)
         typer.echo(f"console on http://{host}:{port}  registry {settings.registry_url}")
         uvicorn.run("services.console.app:create_app", factory=True, host=host, port=port)
 

@@ -14,6 +14,7 @@ import typer
 from services.registry.settings import RegistrySettings
 from shared.contracts.registry_api.schemas import Role
 from shared.kit.auth import TokenGrant, hash_token
+from shared.kit.service_cli import metrics_beside_api
 
 app = typer.Typer(
     help="SkillBank registry: serve, migrate, token, seed-demo",
@@ -126,9 +127,7 @@ def serve(
             err=True,
         )
         raise typer.Exit(2)
-    # the metrics port listens where the API does unless told otherwise; the app reads it
-    # from the environment (uvicorn builds it from the factory)
-    os.environ.setdefault("REGISTRY_METRICS_HOST", host)
+    metrics_beside_api("registry", host)
 
     import uvicorn
 

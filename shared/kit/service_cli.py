@@ -31,6 +31,13 @@ def run_command(app: typer.Typer, argv: list[str], prog_name: str) -> int:
     return 0
 
 
+def metrics_beside_api(service: str, host: str) -> None:
+    """A metrics port of its own listens where the API does unless told otherwise
+    (<SERVICE>_METRICS_HOST); the app reads it from the environment, since uvicorn builds the
+    app from its factory."""
+    os.environ.setdefault(f"{service.upper()}_METRICS_HOST", host)
+
+
 def serve_app(
     service: str, factory: str, *, registry_url: str, host: str, port: int, json_logs: bool
 ) -> None:
@@ -41,7 +48,5 @@ def serve_app(
     from shared.kit.observability import uvicorn_logging
 
     typer.echo(f"{service} on http://{host}:{port}/docs  registry {registry_url}")
-    # a metrics port of its own listens where the API does unless told otherwise; the app
-    # reads it from the environment (uvicorn builds the app from the factory)
-    os.environ.setdefault(f"{service.upper()}_METRICS_HOST", host)
+    metrics_beside_api(service, host)
     uvicorn.run(factory, factory=True, host=host, port=port, **uvicorn_logging(json_logs))
